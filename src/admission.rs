@@ -1,0 +1,362 @@
+//! AdmissionReview in, AdmissionReview out: the wire contract with the kube-apiserver.
+//!
+//! The response echoes the request's `apiVersion` (`admission.k8s.io/v1` or `v1beta1`) with
+//! kind `AdmissionReview` and `response.uid` = `request.uid`; a patch is the standard base64 of
+//! an RFC 6902 array and always comes with `patchType: "JSONPatch"`. A denial is HTTP 200 with
+//! `allowed: false`; only a body that is not an AdmissionReview at all gets an HTTP error.
+
+pub mod response;
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::fmt;
+use std::time::Instant;
+
+use simd_json::{Buffers, Tape};
+
+use crate::json::{self, TypeError, Val};
+use crate::memcached::{self, defaults};
+use crate::patch::Patch;
+use response::{Response, Status};
+
+/// Which webhook a request was sent to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Webhook {
+    /// The defaulting (mutating) webhook.
+    Mutate,
+    /// The validating webhook.
+    Validate,
+}
+
+impl Webhook {
+    /// The conventional Kubebuilder path the webhook configuration points at.
+    pub const fn path(self) -> &'static str {
+        match self {
+            Webhook::Mutate => MUTATE_PATH,
+            Webhook::Validate => VALIDATE_PATH,
+        }
+    }
+}
+
+/// The mutating webhook's path (the apiserver appends `?timeout=10s`).
+pub const MUTATE_PATH: &str = "/mutate-memcached-c5c3-io-v1beta1-memcached";
+/// The validating webhook's path.
+pub const VALIDATE_PATH: &str = "/validate-memcached-c5c3-io-v1beta1-memcached";
+
+/// `apiVersion` of the AdmissionReview, answered in kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApiVersion {
+    V1,
+    V1Beta1,
+}
+
+impl ApiVersion {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ApiVersion::V1 => "admission.k8s.io/v1",
+            ApiVersion::V1Beta1 => "admission.k8s.io/v1beta1",
+        }
+    }
+}
+
+/// `request.operation`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+    Connect,
+}
+
+impl Operation {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
+        }
+    }
+}
+
+/// `request` (AdmissionRequest): the fields the webhooks use.
+#[derive(Debug)]
+pub struct Request<'t, 'i> {
+    /// `uid`: tracks the round trip between the kube-apiserver and the webhook; echoed back.
+    pub uid: &'i str,
+    /// `kind.group` of the object being admitted.
+    pub group: &'i str,
+    /// `kind.kind` of the object being admitted.
+    pub kind: &'i str,
+    /// `subResource` ("" for the main resource).
+    pub sub_resource: &'i str,
+    /// `name` (may be empty on CREATE with `generateName`).
+    pub name: &'i str,
+    /// `namespace`.
+    pub namespace: &'i str,
+    /// `operation`; `None` when the value is not one Kubernetes defines.
+    pub operation: Option<Operation>,
+    /// The raw `operation` value, for the log and the error message.
+    pub operation_raw: &'i str,
+    /// `object`: absent or null on DELETE.
+    pub object: Option<Val<'t, 'i>>,
+}
+
+/// Why a body is not an AdmissionReview this server can answer (HTTP 400).
+#[derive(Debug)]
+pub enum BadReview {
+    /// The body is empty.
+    Empty,
+    /// The body is not JSON (or too deeply nested for it); `truncated` when it stops mid-value.
+    Json { error: simd_json::Error, truncated: bool },
+    /// A required member is missing or has the wrong type.
+    Shape(TypeError),
+    /// `apiVersion`/`kind` name something other than an AdmissionReview we speak.
+    NotAdmissionReview { api_version: String, kind: String },
+}
+
+impl fmt::Display for BadReview {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BadReview::Empty => f.write_str("the request body is empty; expected an AdmissionReview"),
+            BadReview::Json { error, truncated } => {
+                use simd_json::ErrorType as T;
+                let what = match error.error() {
+                    T::InvalidUtf8 => "it is not valid UTF-8",
+                    T::DepthLimitExceeded => "it nests deeper than 1024 levels",
+                    _ if *truncated => "it ends in the middle of a value (truncated)",
+                    _ => "it is not valid JSON",
+                };
+                write!(f, "the request body is not an AdmissionReview: {what} (near byte {})", error.index())
+            }
+            BadReview::Shape(e) => write!(f, "the request body is not an AdmissionReview: {e}"),
+            BadReview::NotAdmissionReview { api_version, kind } => write!(
+                f,
+                "expected apiVersion admission.k8s.io/v1 or admission.k8s.io/v1beta1 and kind AdmissionReview, \
+                 found apiVersion {api_version:?} and kind {kind:?}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BadReview {}
+
+impl From<TypeError> for BadReview {
+    fn from(e: TypeError) -> Self {
+        BadReview::Shape(e)
+    }
+}
+
+/// Reads the envelope: `apiVersion`, `kind` and the `request` fields.
+pub fn parse<'t, 'i>(root: Val<'t, 'i>) -> Result<(ApiVersion, Request<'t, 'i>), BadReview> {
+    let (mut api_version, mut kind, mut request) = ("", "", None);
+    for (key, v) in json::object(root, "(root)")? {
+        match key {
+            "apiVersion" => api_version = json::string(v, "apiVersion")?,
+            "kind" => kind = json::string(v, "kind")?,
+            "request" => request = Some(v),
+            _ => {}
+        }
+    }
+    let version = match (api_version, kind) {
+        ("admission.k8s.io/v1", "AdmissionReview") => ApiVersion::V1,
+        ("admission.k8s.io/v1beta1", "AdmissionReview") => ApiVersion::V1Beta1,
+        _ => {
+            return Err(BadReview::NotAdmissionReview { api_version: api_version.into(), kind: kind.into() });
+        }
+    };
+    let missing = |field| TypeError { field: Cow::Borrowed(field), expected: "a value", found: Cow::Borrowed("none") };
+    let request = request.filter(|r| !r.is_null()).ok_or_else(|| missing("request"))?;
+    let mut req = Request {
+        uid: "",
+        group: "",
+        kind: "",
+        sub_resource: "",
+        name: "",
+        namespace: "",
+        operation: None,
+        operation_raw: "",
+        object: None,
+    };
+    for (key, v) in json::object(request, "request")? {
+        match key {
+            "uid" => req.uid = json::string(v, "request.uid")?,
+            "kind" => {
+                for (key, v) in json::object(v, "request.kind")? {
+                    match key {
+                        "group" => req.group = json::string(v, "request.kind.group")?,
+                        "kind" => req.kind = json::string(v, "request.kind.kind")?,
+                        _ => {}
+                    }
+                }
+            }
+            "subResource" if !v.is_null() => req.sub_resource = json::string(v, "request.subResource")?,
+            "name" if !v.is_null() => req.name = json::string(v, "request.name")?,
+            "namespace" if !v.is_null() => req.namespace = json::string(v, "request.namespace")?,
+            "operation" => req.operation_raw = json::string(v, "request.operation")?,
+            "object" if !v.is_null() => req.object = Some(v),
+            _ => {}
+        }
+    }
+    if req.uid.is_empty() {
+        return Err(missing("request.uid").into());
+    }
+    req.operation = match req.operation_raw {
+        "CREATE" => Some(Operation::Create),
+        "UPDATE" => Some(Operation::Update),
+        "DELETE" => Some(Operation::Delete),
+        "CONNECT" => Some(Operation::Connect),
+        _ => None,
+    };
+    Ok((version, req))
+}
+
+/// What [`review`] decided, for the log line and the metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    pub allowed: bool,
+    /// `response.status.code` (200 when allowed).
+    pub code: u16,
+    pub patched: bool,
+    pub warnings: usize,
+}
+
+/// Per-thread parser state, reused by every request the thread serves.
+struct Scratch {
+    buffers: Buffers,
+    tape: Option<Tape<'static>>,
+    patch: Vec<u8>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch {
+        buffers: Buffers::new(16 * 1024),
+        tape: Some(Tape::null()),
+        patch: Vec::with_capacity(1024),
+    });
+}
+
+/// Answers one AdmissionReview. `body` holds exactly the request body; it is padded and
+/// unescaped in place. The answer is written into `out`; `Err` means HTTP 400 with its reason.
+pub fn review(webhook: Webhook, body: &mut Vec<u8>, out: &mut Vec<u8>, started: Instant) -> Result<Verdict, BadReview> {
+    if body.is_empty() {
+        return Err(BadReview::Empty);
+    }
+    let len = body.len();
+    body.resize(len + simd_json::INPUT_PADDING, b' ');
+    SCRATCH.with(|scratch| {
+        let mut guard = scratch.borrow_mut();
+        let Scratch { buffers, tape, patch } = &mut *guard;
+        let mut tape: Tape<'_> = tape.take().unwrap_or_else(Tape::null).reset();
+        let result = match simd_json::fill_tape_padded(body, len, buffers, &mut tape) {
+            Ok(()) => parse(Val::root(&tape)).map(|(version, request)| {
+                let verdict = decide(webhook, version, &request, patch, out);
+                log(webhook, &request, &verdict, started);
+                verdict
+            }),
+            Err(error) => Err(BadReview::Json { error, truncated: false }),
+        };
+        guard.tape = Some(tape.reset());
+        result.map_err(|bad| match bad {
+            BadReview::Json { error, .. } => BadReview::Json { error, truncated: ends_open(&body[..len]) },
+            other => other,
+        })
+    })
+}
+
+/// Whether JSON text stops inside a string or an unclosed object/array: simd-json reports a
+/// plain syntax error there, and "truncated" tells the sender more. Only runs on the error path.
+fn ends_open(text: &[u8]) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in text {
+        match (in_string, b) {
+            (true, _) if escaped => escaped = false,
+            (true, b'\\') => escaped = true,
+            (true, b'"') | (false, b'"') => in_string = !in_string,
+            (false, b'{' | b'[') => depth += 1,
+            (false, b'}' | b']') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    in_string || depth > 0
+}
+
+/// Decides on a parsed request and writes the response.
+fn decide(webhook: Webhook, version: ApiVersion, req: &Request<'_, '_>, patch_buf: &mut Vec<u8>, out: &mut Vec<u8>) -> Verdict {
+    let allow = |out: &mut Vec<u8>| {
+        response::write(out, version, req.uid, &Response::allowed());
+        Verdict { allowed: true, code: 200, patched: false, warnings: 0 }
+    };
+    let bad = |out: &mut Vec<u8>, message: &str| {
+        let status = Status::bad_request(message);
+        response::write(out, version, req.uid, &Response::denied(&status));
+        Verdict { allowed: false, code: status.code, patched: false, warnings: 0 }
+    };
+
+    let Some(operation) = req.operation else {
+        let message = format!(
+            "request.operation: expected one of CREATE, UPDATE, DELETE, CONNECT, found {:?}",
+            req.operation_raw
+        );
+        return bad(out, &message);
+    };
+    match operation {
+        Operation::Delete | Operation::Connect => return allow(out),
+        Operation::Create | Operation::Update => {}
+    }
+    // Status and scale updates carry the whole object but may not change its spec.
+    if !req.sub_resource.is_empty() {
+        return allow(out);
+    }
+    if req.group != memcached::GROUP || req.kind != memcached::KIND {
+        let message = format!(
+            "this webhook admits {}/{} objects only, but the request is for {:?} in group {:?}; \
+             check the webhook configuration's rules",
+            memcached::GROUP,
+            memcached::KIND,
+            req.kind,
+            req.group
+        );
+        return bad(out, &message);
+    }
+    let Some(object) = req.object else {
+        return bad(out, "request.object is missing on a CREATE or UPDATE");
+    };
+    let mc = match memcached::read(object) {
+        Ok(mc) => mc,
+        Err(e) => return bad(out, &e.to_string()),
+    };
+
+    match webhook {
+        Webhook::Mutate => {
+            let mut warnings = Vec::new();
+            let mut patch = Patch::new(patch_buf);
+            defaults::apply(&mc.spec, &mut patch, &mut warnings);
+            let patch = patch.finish();
+            let answer = Response { patch, warnings: &warnings, ..Response::allowed() };
+            response::write(out, version, req.uid, &answer);
+            Verdict { allowed: true, code: 200, patched: patch.is_some(), warnings: warnings.len() }
+        }
+        // The validating webhook arrives with its own issue; until then it admits everything.
+        Webhook::Validate => allow(out),
+    }
+}
+
+fn log(webhook: Webhook, req: &Request<'_, '_>, verdict: &Verdict, started: Instant) {
+    tracing::info!(
+        webhook = webhook.path(),
+        uid = req.uid,
+        operation = req.operation_raw,
+        namespace = req.namespace,
+        name = req.name,
+        allowed = verdict.allowed,
+        code = verdict.code,
+        patched = verdict.patched,
+        warnings = verdict.warnings,
+        elapsed_us = started.elapsed().as_micros() as u64,
+        "admission"
+    );
+}
+
+#[cfg(test)]
+mod tests;

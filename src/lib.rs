@@ -1,0 +1,16 @@
+//! memcached-webhook: the kube-apiserver's admission webhooks for `memcached.c5c3.io` Memcached.
+//!
+//! # Layout
+//! - [`config`]: the command line, parsed once into typed fields.
+//! - [`json`]: a typed, path-aware view over a simd-json tape (borrowed, no copies).
+//! - [`admission`]: AdmissionReview in, AdmissionReview out (the wire contract).
+//! - [`patch`]: the RFC 6902 JSON Patch writer.
+//! - [`memcached`]: the resource's borrowed view, its defaults and its validation.
+//! - [`tls`]: loading (and reloading) the serving certificate.
+//! - [`server`]: listeners, HTTP, routing, health probes and shutdown.
+//! - [`dev`]: throwaway certificates for running on a laptop.
+
+pub mod memcached;
+pub mod admission;
+pub mod json;
+pub mod patch;
