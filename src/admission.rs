@@ -108,7 +108,10 @@ pub enum BadReview {
     /// The body is empty.
     Empty,
     /// The body is not JSON (or too deeply nested for it); `truncated` when it stops mid-value.
-    Json { error: simd_json::Error, truncated: bool },
+    Json {
+        error: simd_json::Error,
+        truncated: bool,
+    },
     /// A required member is missing or has the wrong type.
     Shape(TypeError),
     /// `apiVersion`/`kind` name something other than an AdmissionReview we speak.
@@ -118,7 +121,9 @@ pub enum BadReview {
 impl fmt::Display for BadReview {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            BadReview::Empty => f.write_str("the request body is empty; expected an AdmissionReview"),
+            BadReview::Empty => {
+                f.write_str("the request body is empty; expected an AdmissionReview")
+            }
             BadReview::Json { error, truncated } => {
                 use simd_json::ErrorType as T;
                 let what = match error.error() {
@@ -127,7 +132,11 @@ impl fmt::Display for BadReview {
                     _ if *truncated => "it ends in the middle of a value (truncated)",
                     _ => "it is not valid JSON",
                 };
-                write!(f, "the request body is not an AdmissionReview: {what} (near byte {})", error.index())
+                write!(
+                    f,
+                    "the request body is not an AdmissionReview: {what} (near byte {})",
+                    error.index()
+                )
             }
             BadReview::Shape(e) => write!(f, "the request body is not an AdmissionReview: {e}"),
             BadReview::NotAdmissionReview { api_version, kind } => write!(
@@ -162,11 +171,20 @@ pub fn parse<'t, 'i>(root: Val<'t, 'i>) -> Result<(ApiVersion, Request<'t, 'i>),
         ("admission.k8s.io/v1", "AdmissionReview") => ApiVersion::V1,
         ("admission.k8s.io/v1beta1", "AdmissionReview") => ApiVersion::V1Beta1,
         _ => {
-            return Err(BadReview::NotAdmissionReview { api_version: api_version.into(), kind: kind.into() });
+            return Err(BadReview::NotAdmissionReview {
+                api_version: api_version.into(),
+                kind: kind.into(),
+            });
         }
     };
-    let missing = |field| TypeError { field: Cow::Borrowed(field), expected: "a value", found: Cow::Borrowed("none") };
-    let request = request.filter(|r| !r.is_null()).ok_or_else(|| missing("request"))?;
+    let missing = |field| TypeError {
+        field: Cow::Borrowed(field),
+        expected: "a value",
+        found: Cow::Borrowed("none"),
+    };
+    let request = request
+        .filter(|r| !r.is_null())
+        .ok_or_else(|| missing("request"))?;
     let mut req = Request {
         uid: "",
         group: "",
@@ -190,7 +208,9 @@ pub fn parse<'t, 'i>(root: Val<'t, 'i>) -> Result<(ApiVersion, Request<'t, 'i>),
                     }
                 }
             }
-            "subResource" if !v.is_null() => req.sub_resource = json::string(v, "request.subResource")?,
+            "subResource" if !v.is_null() => {
+                req.sub_resource = json::string(v, "request.subResource")?
+            }
             "name" if !v.is_null() => req.name = json::string(v, "request.name")?,
             "namespace" if !v.is_null() => req.namespace = json::string(v, "request.namespace")?,
             "operation" => req.operation_raw = json::string(v, "request.operation")?,
@@ -238,7 +258,12 @@ thread_local! {
 
 /// Answers one AdmissionReview. `body` holds exactly the request body; it is padded and
 /// unescaped in place. The answer is written into `out`; `Err` means HTTP 400 with its reason.
-pub fn review(webhook: Webhook, body: &mut Vec<u8>, out: &mut Vec<u8>, started: Instant) -> Result<Verdict, BadReview> {
+pub fn review(
+    webhook: Webhook,
+    body: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+    started: Instant,
+) -> Result<Verdict, BadReview> {
     if body.is_empty() {
         return Err(BadReview::Empty);
     }
@@ -246,7 +271,11 @@ pub fn review(webhook: Webhook, body: &mut Vec<u8>, out: &mut Vec<u8>, started: 
     body.resize(len + simd_json::INPUT_PADDING, b' ');
     SCRATCH.with(|scratch| {
         let mut guard = scratch.borrow_mut();
-        let Scratch { buffers, tape, patch } = &mut *guard;
+        let Scratch {
+            buffers,
+            tape,
+            patch,
+        } = &mut *guard;
         let mut tape: Tape<'_> = tape.take().unwrap_or_else(Tape::null).reset();
         let result = match simd_json::fill_tape_padded(body, len, buffers, &mut tape) {
             Ok(()) => parse(Val::root(&tape)).map(|(version, request)| {
@@ -254,11 +283,17 @@ pub fn review(webhook: Webhook, body: &mut Vec<u8>, out: &mut Vec<u8>, started: 
                 log(webhook, &request, &verdict, started);
                 verdict
             }),
-            Err(error) => Err(BadReview::Json { error, truncated: false }),
+            Err(error) => Err(BadReview::Json {
+                error,
+                truncated: false,
+            }),
         };
         guard.tape = Some(tape.reset());
         result.map_err(|bad| match bad {
-            BadReview::Json { error, .. } => BadReview::Json { error, truncated: ends_open(&body[..len]) },
+            BadReview::Json { error, .. } => BadReview::Json {
+                error,
+                truncated: ends_open(&body[..len]),
+            },
             other => other,
         })
     })
@@ -282,15 +317,31 @@ fn ends_open(text: &[u8]) -> bool {
 }
 
 /// Decides on a parsed request and writes the response.
-fn decide(webhook: Webhook, version: ApiVersion, req: &Request<'_, '_>, patch_buf: &mut Vec<u8>, out: &mut Vec<u8>) -> Verdict {
+fn decide(
+    webhook: Webhook,
+    version: ApiVersion,
+    req: &Request<'_, '_>,
+    patch_buf: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+) -> Verdict {
     let allow = |out: &mut Vec<u8>| {
         response::write(out, version, req.uid, &Response::allowed());
-        Verdict { allowed: true, code: 200, patched: false, warnings: 0 }
+        Verdict {
+            allowed: true,
+            code: 200,
+            patched: false,
+            warnings: 0,
+        }
     };
     let bad = |out: &mut Vec<u8>, message: &str| {
         let status = Status::bad_request(message);
         response::write(out, version, req.uid, &Response::denied(&status));
-        Verdict { allowed: false, code: status.code, patched: false, warnings: 0 }
+        Verdict {
+            allowed: false,
+            code: status.code,
+            patched: false,
+            warnings: 0,
+        }
     };
 
     let Some(operation) = req.operation else {
@@ -333,9 +384,18 @@ fn decide(webhook: Webhook, version: ApiVersion, req: &Request<'_, '_>, patch_bu
             let mut patch = Patch::new(patch_buf);
             defaults::apply(&mc.spec, &mut patch, &mut warnings);
             let patch = patch.finish();
-            let answer = Response { patch, warnings: &warnings, ..Response::allowed() };
+            let answer = Response {
+                patch,
+                warnings: &warnings,
+                ..Response::allowed()
+            };
             response::write(out, version, req.uid, &answer);
-            Verdict { allowed: true, code: 200, patched: patch.is_some(), warnings: warnings.len() }
+            Verdict {
+                allowed: true,
+                code: 200,
+                patched: patch.is_some(),
+                warnings: warnings.len(),
+            }
         }
         // The validating webhook arrives with its own issue; until then it admits everything.
         Webhook::Validate => allow(out),

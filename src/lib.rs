@@ -10,7 +10,11 @@
 //! - [`server`]: listeners, HTTP, routing, health probes and shutdown.
 //! - [`dev`]: throwaway certificates for running on a laptop.
 
-pub mod memcached;
 pub mod admission;
+pub mod config;
+pub mod dev;
 pub mod json;
+pub mod memcached;
 pub mod patch;
+pub mod server;
+pub mod tls;

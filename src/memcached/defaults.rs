@@ -21,14 +21,14 @@ pub const SCALE_DOWN_STABILIZATION_SECONDS: i64 = 300;
 
 /// `spec.memcached` as the webhook creates it. Like the Go original (`omitempty`), it leaves
 /// `verbosity: 0` to the CRD's structural default.
-pub const MEMCACHED_JSON: &str = r#"{"maxMemoryMB":64,"maxConnections":1024,"threads":4,"maxItemSize":"1m"}"#;
+pub const MEMCACHED_JSON: &str =
+    r#"{"maxMemoryMB":64,"maxConnections":1024,"threads":4,"maxItemSize":"1m"}"#;
 
 /// `spec` as the webhook creates it when the object has none.
 pub const SPEC_JSON: &str = r#"{"replicas":1,"image":"memcached:1.6","memcached":{"maxMemoryMB":64,"maxConnections":1024,"threads":4,"maxItemSize":"1m"}}"#;
 
 /// `spec.autoscaling.metrics` when autoscaling is enabled without metrics: 80 % average CPU.
-pub const METRICS_JSON: &str =
-    r#"[{"type":"Resource","resource":{"name":"cpu","target":{"type":"Utilization","averageUtilization":80}}}]"#;
+pub const METRICS_JSON: &str = r#"[{"type":"Resource","resource":{"name":"cpu","target":{"type":"Utilization","averageUtilization":80}}}]"#;
 
 /// `spec.autoscaling.behavior` when autoscaling is enabled without one: a 300 s scale-down
 /// stabilization window, so a brief lull does not shrink the cache into a stampede.
@@ -51,7 +51,11 @@ pub fn apply(spec: &Field<Spec<'_, '_>>, patch: &mut Patch<'_>, warnings: &mut V
             ));
         }
     } else if spec.replicas.get().is_none() {
-        patch.set(spec.replicas.exists(), "/spec/replicas", Value::Int(REPLICAS));
+        patch.set(
+            spec.replicas.exists(),
+            "/spec/replicas",
+            Value::Int(REPLICAS),
+        );
     }
 
     if spec.image.get().is_none() {
@@ -60,43 +64,71 @@ pub fn apply(spec: &Field<Spec<'_, '_>>, patch: &mut Patch<'_>, warnings: &mut V
 
     match &spec.memcached {
         Field::Set(config) => apply_config(config, patch),
-        other => patch.set(other.exists(), "/spec/memcached", Value::Raw(MEMCACHED_JSON)),
+        other => patch.set(
+            other.exists(),
+            "/spec/memcached",
+            Value::Raw(MEMCACHED_JSON),
+        ),
     }
 
     if let Field::Set(monitoring) = &spec.monitoring {
         if monitoring.exporter_image.get().is_none() {
             let exists = monitoring.exporter_image.exists();
-            patch.set(exists, "/spec/monitoring/exporterImage", Value::Str(EXPORTER_IMAGE));
+            patch.set(
+                exists,
+                "/spec/monitoring/exporterImage",
+                Value::Str(EXPORTER_IMAGE),
+            );
         }
         if let Field::Set(sm) = &monitoring.service_monitor {
             if is_empty(sm.interval) {
                 let path = "/spec/monitoring/serviceMonitor/interval";
-                patch.set(sm.interval.exists(), path, Value::Str(SERVICE_MONITOR_INTERVAL));
+                patch.set(
+                    sm.interval.exists(),
+                    path,
+                    Value::Str(SERVICE_MONITOR_INTERVAL),
+                );
             }
             if is_empty(sm.scrape_timeout) {
                 let path = "/spec/monitoring/serviceMonitor/scrapeTimeout";
-                patch.set(sm.scrape_timeout.exists(), path, Value::Str(SERVICE_MONITOR_SCRAPE_TIMEOUT));
+                patch.set(
+                    sm.scrape_timeout.exists(),
+                    path,
+                    Value::Str(SERVICE_MONITOR_SCRAPE_TIMEOUT),
+                );
             }
         }
     }
 
-    if let Field::Set(ha) = &spec.high_availability {
-        if ha.anti_affinity_preset.get().is_none() {
-            let exists = ha.anti_affinity_preset.exists();
-            patch.set(exists, "/spec/highAvailability/antiAffinityPreset", Value::Str(ANTI_AFFINITY_PRESET));
-        }
+    if let Field::Set(ha) = &spec.high_availability
+        && ha.anti_affinity_preset.get().is_none()
+    {
+        let exists = ha.anti_affinity_preset.exists();
+        patch.set(
+            exists,
+            "/spec/highAvailability/antiAffinityPreset",
+            Value::Str(ANTI_AFFINITY_PRESET),
+        );
     }
 
-    if let Field::Set(autoscaling) = &spec.autoscaling {
-        if autoscaling.enabled {
-            if autoscaling.metrics.get().is_none_or(|m| m.is_empty()) {
-                let exists = autoscaling.metrics.exists();
-                patch.set(exists, "/spec/autoscaling/metrics", Value::Raw(METRICS_JSON));
-            }
-            if autoscaling.behavior.get().is_none() {
-                let exists = autoscaling.behavior.exists();
-                patch.set(exists, "/spec/autoscaling/behavior", Value::Raw(BEHAVIOR_JSON));
-            }
+    if let Field::Set(autoscaling) = &spec.autoscaling
+        && autoscaling.enabled
+    {
+        if autoscaling.metrics.get().is_none_or(|m| m.is_empty()) {
+            let exists = autoscaling.metrics.exists();
+            patch.set(
+                exists,
+                "/spec/autoscaling/metrics",
+                Value::Raw(METRICS_JSON),
+            );
+        }
+        if autoscaling.behavior.get().is_none() {
+            let exists = autoscaling.behavior.exists();
+            patch.set(
+                exists,
+                "/spec/autoscaling/behavior",
+                Value::Raw(BEHAVIOR_JSON),
+            );
         }
     }
 }
@@ -104,8 +136,16 @@ pub fn apply(spec: &Field<Spec<'_, '_>>, patch: &mut Patch<'_>, warnings: &mut V
 /// Go value fields default on their zero value as well as when absent or null.
 fn apply_config(config: &Config<'_, '_>, patch: &mut Patch<'_>) {
     let ints = [
-        (config.max_memory_mb, "/spec/memcached/maxMemoryMB", MAX_MEMORY_MB),
-        (config.max_connections, "/spec/memcached/maxConnections", MAX_CONNECTIONS),
+        (
+            config.max_memory_mb,
+            "/spec/memcached/maxMemoryMB",
+            MAX_MEMORY_MB,
+        ),
+        (
+            config.max_connections,
+            "/spec/memcached/maxConnections",
+            MAX_CONNECTIONS,
+        ),
         (config.threads, "/spec/memcached/threads", THREADS),
     ];
     for (field, path, default) in ints {
@@ -114,7 +154,11 @@ fn apply_config(config: &Config<'_, '_>, patch: &mut Patch<'_>) {
         }
     }
     if is_empty(config.max_item_size) {
-        patch.set(config.max_item_size.exists(), "/spec/memcached/maxItemSize", Value::Str(MAX_ITEM_SIZE));
+        patch.set(
+            config.max_item_size.exists(),
+            "/spec/memcached/maxItemSize",
+            Value::Str(MAX_ITEM_SIZE),
+        );
     }
 }
 

@@ -1,0 +1,242 @@
+//! The command line, parsed once into typed fields (controller-runtime's flag names where
+//! they exist). Nothing below `main` reads flags or the environment.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+/// Kubernetes admission webhooks for memcached.c5c3.io Memcached: defaulting and validation.
+#[derive(Clone, Debug, Parser)]
+#[command(version, about, max_term_width = 100)]
+pub struct Config {
+    /// TLS listener for both webhooks.
+    #[arg(long, default_value = "0.0.0.0:9443", value_name = "ADDR")]
+    pub webhook_bind_address: SocketAddr,
+
+    /// Directory holding the serving certificate and key (a mounted Secret: watch the directory).
+    #[arg(
+        long,
+        default_value = "/tmp/k8s-webhook-server/serving-certs",
+        value_name = "DIR"
+    )]
+    pub cert_dir: PathBuf,
+
+    /// File in --cert-dir with the PEM certificate chain, leaf first; every certificate is served.
+    #[arg(long, default_value = "tls.crt", value_name = "FILE")]
+    pub cert_name: String,
+
+    /// File in --cert-dir with the PEM private key (PKCS#8, PKCS#1 RSA or SEC1 EC).
+    #[arg(long, default_value = "tls.key", value_name = "FILE")]
+    pub key_name: String,
+
+    /// Plain-HTTP listener for GET /healthz (alive) and GET /readyz (certificate loaded, serving).
+    #[arg(long, default_value = "0.0.0.0:8081", value_name = "ADDR")]
+    pub health_probe_bind_address: SocketAddr,
+
+    /// Plain-HTTP listener for GET /metrics; "0" turns it off.
+    #[arg(long, default_value = "0.0.0.0:8080", value_name = "ADDR", value_parser = parse_optional_addr)]
+    pub metrics_bind_address: MaybeAddr,
+
+    /// Offer HTTP/2 (ALPN h2) besides HTTP/1.1. The kube-apiserver speaks HTTP/1.1 to webhooks.
+    #[arg(long)]
+    pub enable_http2: bool,
+
+    /// Log line format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Log filter: a level (error, warn, info, debug, trace) or tracing directives. Per-admission
+    /// lines are logged at info.
+    #[arg(long, default_value = "info", value_name = "FILTER")]
+    pub log_level: String,
+
+    /// Upper bound on the drain after SIGTERM: in-flight requests get this long to finish.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub shutdown_grace_period: Duration,
+
+    /// After SIGTERM, keep accepting this long while /readyz already answers 503, so Service
+    /// endpoints drop the pod before its listener closes.
+    #[arg(long, default_value = "0s", value_parser = parse_duration, value_name = "DURATION")]
+    pub shutdown_delay: Duration,
+
+    /// Deadline for a client to complete the TLS handshake.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub tls_handshake_timeout: Duration,
+
+    /// Deadline for a request's headers, from its first byte (slow clients are cut off).
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub header_read_timeout: Duration,
+
+    /// Deadline for a request's body, from the end of its headers.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub body_read_timeout: Duration,
+
+    /// How long an idle keep-alive connection stays open; longer than the apiserver's 90 s pool,
+    /// so the client closes first and never reuses a connection the server is closing.
+    #[arg(long, default_value = "120s", value_parser = parse_duration, value_name = "DURATION")]
+    pub idle_timeout: Duration,
+
+    /// Largest request head (request line and headers) in bytes; larger ones get 431.
+    #[arg(long, default_value_t = 64 * 1024, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(8192..))]
+    pub max_header_bytes: u32,
+
+    /// Largest request body in bytes (413 above it, without reading it): the apiserver sends at
+    /// most 3 MiB objects, and a review holds an object and its old version.
+    #[arg(long, default_value_t = 7 * 1024 * 1024, value_name = "BYTES")]
+    pub max_request_bytes: usize,
+
+    /// Open connections at most; further ones wait in the kernel's accept queue.
+    #[arg(long, default_value_t = 1024, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+
+    /// With --enable-http2: concurrent streams per connection.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub http2_max_concurrent_streams: u32,
+
+    /// Development mode: write a throwaway CA and serving certificate for localhost under
+    /// --cert-dir (default certs/dev) if none is there, and narrow wildcard binds to 127.0.0.1.
+    #[arg(long)]
+    pub dev: bool,
+}
+
+/// An address or nothing; an alias so clap takes the whole `Option` from the value parser.
+pub type MaybeAddr = Option<SocketAddr>;
+
+/// `--log-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+impl Config {
+    /// The defaults, for tests and benches that start the server in-process.
+    pub fn defaults() -> Self {
+        Config::parse_from(["memcached-webhook"])
+    }
+
+    pub fn cert_path(&self) -> PathBuf {
+        self.cert_dir.join(&self.cert_name)
+    }
+
+    pub fn key_path(&self) -> PathBuf {
+        self.cert_dir.join(&self.key_name)
+    }
+
+    /// Applies `--dev`: certificates under certs/dev and loopback instead of wildcard addresses.
+    pub fn apply_dev_mode(&mut self) {
+        if !self.dev {
+            return;
+        }
+        if self.cert_dir == Config::defaults().cert_dir {
+            self.cert_dir = PathBuf::from("certs/dev");
+        }
+        let loopback = |addr: &mut SocketAddr| {
+            if addr.ip().is_unspecified() {
+                addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+        };
+        loopback(&mut self.webhook_bind_address);
+        loopback(&mut self.health_probe_bind_address);
+        if let Some(addr) = &mut self.metrics_bind_address {
+            loopback(addr);
+        }
+    }
+}
+
+fn parse_optional_addr(s: &str) -> Result<Option<SocketAddr>, String> {
+    if s == "0" {
+        return Ok(None);
+    }
+    s.parse()
+        .map(Some)
+        .map_err(|e| format!("{e}; expected HOST:PORT such as 0.0.0.0:8080, or 0 to disable"))
+}
+
+/// A whole number with a unit: `ms`, `s`, `m` or `h` (`500ms`, `10s`, `2m`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(digits);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration; use e.g. 500ms, 10s, 2m or 1h"))?;
+    let millis = match unit {
+        "ms" => Some(n),
+        "s" => n.checked_mul(1_000),
+        "m" => n.checked_mul(60_000),
+        "h" => n.checked_mul(3_600_000),
+        _ => return Err(format!("{s:?} has no unit; use e.g. 500ms, 10s, 2m or 1h")),
+    };
+    millis
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("{s:?} is too long"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_controller_runtime() {
+        let c = Config::defaults();
+        assert_eq!(c.webhook_bind_address, "0.0.0.0:9443".parse().unwrap());
+        assert_eq!(
+            c.cert_path(),
+            PathBuf::from("/tmp/k8s-webhook-server/serving-certs/tls.crt")
+        );
+        assert_eq!(
+            c.key_path(),
+            PathBuf::from("/tmp/k8s-webhook-server/serving-certs/tls.key")
+        );
+        assert_eq!(c.health_probe_bind_address, "0.0.0.0:8081".parse().unwrap());
+        assert_eq!(
+            c.metrics_bind_address,
+            Some("0.0.0.0:8080".parse().unwrap())
+        );
+        assert!(!c.enable_http2);
+    }
+
+    #[test]
+    fn durations_need_a_unit() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("10").unwrap_err().contains("no unit"));
+        assert!(parse_duration("ten").is_err());
+        assert!(
+            parse_duration("99999999999999999h")
+                .unwrap_err()
+                .contains("too long")
+        );
+    }
+
+    #[test]
+    fn bad_flags_name_the_problem() {
+        let err = Config::try_parse_from(["x", "--webhook-bind-address", "nope"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--webhook-bind-address"), "{err}");
+        let err = Config::try_parse_from(["x", "--metrics-bind-address", "x"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("0 to disable"), "{err}");
+        assert_eq!(
+            Config::try_parse_from(["x", "--metrics-bind-address", "0"])
+                .unwrap()
+                .metrics_bind_address,
+            None
+        );
+    }
+
+    #[test]
+    fn dev_mode_narrows_wildcards_to_loopback() {
+        let mut c =
+            Config::try_parse_from(["x", "--dev", "--health-probe-bind-address", "127.0.0.2:1"])
+                .unwrap();
+        c.apply_dev_mode();
+        assert_eq!(c.webhook_bind_address, "127.0.0.1:9443".parse().unwrap());
+        assert_eq!(c.health_probe_bind_address, "127.0.0.2:1".parse().unwrap());
+        assert_eq!(c.cert_dir, PathBuf::from("certs/dev"));
+    }
+}

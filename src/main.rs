@@ -1,0 +1,87 @@
+//! The binary: parse flags, set up logging, load the certificate, serve until SIGTERM/SIGINT.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use memcached_webhook::config::{Config, LogFormat};
+use memcached_webhook::server::{self, Listeners, State};
+use memcached_webhook::{dev, tls};
+
+fn main() -> ExitCode {
+    let mut config = Config::parse();
+    config.apply_dev_mode();
+    if let Err(e) = init_logging(&config) {
+        eprintln!(
+            "memcached-webhook: invalid --log-level {:?}: {e}",
+            config.log_level
+        );
+        return ExitCode::from(64);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("memcached-webhook: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            tracing::error!("{message}");
+            eprintln!("memcached-webhook: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(config: Config) -> Result<(), String> {
+    if config.dev {
+        let created =
+            dev::ensure_certificates(&config.cert_dir, &config.cert_name, &config.key_name)
+                .map_err(|e| {
+                    format!(
+                        "--dev: cannot write certificates under {}: {e}",
+                        config.cert_dir.display()
+                    )
+                })?;
+        let ca = config.cert_dir.join("ca.crt");
+        tracing::info!(created, ca = %ca.display(), "development certificates (curl --cacert {})", ca.display());
+    }
+    let key = tls::load(&config.cert_path(), &config.key_path(), &tls::provider())
+        .map_err(|e| e.to_string())?;
+    let state = Arc::new(State::default());
+    state.resolver.store(Arc::new(key));
+    let listeners = Listeners::bind(&config).await.map_err(|e| e.to_string())?;
+    tracing::info!(health = %listeners.health_addr(), "probes on /healthz and /readyz");
+    server::serve(config, listeners, state, shutdown_signal())
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Resolves on SIGTERM (what the kubelet sends) or SIGINT (Ctrl-C).
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term =
+        signal(SignalKind::terminate()).expect("installing a SIGTERM handler succeeds at startup");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+fn init_logging(config: &Config) -> Result<(), String> {
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(&config.log_level).map_err(|e| e.to_string())?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match config.log_format {
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => builder.with_ansi(false).init(),
+    }
+    Ok(())
+}

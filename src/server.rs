@@ -1,0 +1,217 @@
+//! Listeners, connections and shutdown: the webhook port (TLS, HTTP/1.1 and optionally HTTP/2)
+//! and the plain-HTTP health port. Every wait on a client has a deadline and every input a cap
+//! (see [`conn`]); SIGTERM turns readiness off, stops accepting and drains within a bound.
+
+mod conn;
+pub mod health;
+pub mod route;
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
+
+use crate::config::Config;
+use crate::tls::{self, Resolver};
+
+/// The bound sockets, so callers (and tests, with port 0) learn the addresses before serving.
+#[derive(Debug)]
+pub struct Listeners {
+    pub webhook: TcpListener,
+    pub health: TcpListener,
+}
+
+impl Listeners {
+    pub async fn bind(config: &Config) -> Result<Self, Error> {
+        let bind = |addr: SocketAddr, flag: &'static str| async move {
+            TcpListener::bind(addr)
+                .await
+                .map_err(|source| Error::Bind { flag, addr, source })
+        };
+        Ok(Listeners {
+            webhook: bind(config.webhook_bind_address, "--webhook-bind-address").await?,
+            health: bind(
+                config.health_probe_bind_address,
+                "--health-probe-bind-address",
+            )
+            .await?,
+        })
+    }
+
+    pub fn webhook_addr(&self) -> SocketAddr {
+        self.webhook
+            .local_addr()
+            .expect("a bound TCP listener has an address")
+    }
+
+    pub fn health_addr(&self) -> SocketAddr {
+        self.health
+            .local_addr()
+            .expect("a bound TCP listener has an address")
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug)]
+pub enum Error {
+    Bind {
+        flag: &'static str,
+        addr: SocketAddr,
+        source: io::Error,
+    },
+    Tls(rustls::Error),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Bind { flag, addr, source } => {
+                write!(f, "cannot listen on {addr} ({flag}): {source}")
+            }
+            Error::Tls(e) => write!(f, "invalid TLS settings: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// What readiness depends on, shared by the listeners and the health port.
+#[derive(Debug, Default)]
+pub struct State {
+    /// Set once the webhook listener accepts connections.
+    pub serving: AtomicBool,
+    /// Set on SIGTERM: readiness fails at once.
+    pub shutting_down: AtomicBool,
+    /// The serving certificate.
+    pub resolver: Arc<Resolver>,
+}
+
+impl State {
+    /// `None` when ready, else why not.
+    pub fn not_ready(&self) -> Option<&'static str> {
+        if self.shutting_down.load(Ordering::Acquire) {
+            Some("shutting down")
+        } else if !self.resolver.has_certificate() {
+            Some("no valid serving certificate loaded yet")
+        } else if !self.serving.load(Ordering::Acquire) {
+            Some("the webhook listener is not accepting yet")
+        } else {
+            None
+        }
+    }
+}
+
+/// Serves until `shutdown` resolves, then drains in-flight requests (bounded by
+/// `--shutdown-grace-period`) and returns.
+pub async fn serve(
+    config: Config,
+    listeners: Listeners,
+    state: Arc<State>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    let tls = tls::server_config(
+        tls::provider(),
+        state.resolver.clone(),
+        config.enable_http2,
+        false,
+    )
+    .map_err(Error::Tls)?;
+    let acceptor = TlsAcceptor::from(Arc::new(tls));
+    let limits = Arc::new(conn::Limits::from(&config));
+    let app = Arc::new(route::App::new(&config));
+    let builder = Arc::new(http_builder(&config));
+    let graceful = GracefulShutdown::new();
+    let permits = Arc::new(Semaphore::new(config.max_connections as usize));
+
+    let health = tokio::spawn(health::serve(listeners.health, state.clone()));
+    state.serving.store(true, Ordering::Release);
+    tracing::info!(
+        webhook = %listeners.webhook.local_addr().map_err(|source| Error::Bind { flag: "--webhook-bind-address", addr: config.webhook_bind_address, source })?,
+        http2 = config.enable_http2,
+        "serving admission webhooks"
+    );
+
+    // Readiness fails as soon as the signal arrives; accepting goes on for --shutdown-delay so
+    // that Service endpoints drop this pod before its listener closes.
+    let stop = async {
+        shutdown.await;
+        state.shutting_down.store(true, Ordering::Release);
+        tracing::info!(delay = ?config.shutdown_delay, "shutdown requested; /readyz now fails");
+        tokio::time::sleep(config.shutdown_delay).await;
+    };
+    let mut stop = std::pin::pin!(stop);
+    let shared = Arc::new(conn::Shared {
+        acceptor,
+        builder,
+        app,
+        limits,
+    });
+    loop {
+        let permit = tokio::select! {
+            () = &mut stop => break,
+            permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+        };
+        let (tcp, peer) = tokio::select! {
+            () = &mut stop => break,
+            accepted = listeners.webhook.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let shared = shared.clone();
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            shared.run(tcp, peer, watcher).await;
+            drop(permit);
+        });
+    }
+
+    drop(listeners.webhook);
+    let open = graceful.count();
+    tracing::info!(open, grace = ?config.shutdown_grace_period, "listener closed; draining connections");
+    if tokio::time::timeout(config.shutdown_grace_period, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("grace period over; closing the remaining connections");
+    }
+    health.abort();
+    Ok(())
+}
+
+fn http_builder(config: &Config) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    if !config.enable_http2 {
+        builder = builder.http1_only();
+    }
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        // Our own deadline (conn.rs) bounds header reads; hyper's would also end idle keep-alives.
+        .header_read_timeout(None)
+        .max_buf_size(config.max_header_bytes as usize)
+        .keep_alive(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(config.http2_max_concurrent_streams)
+        .max_pending_accept_reset_streams(20)
+        .max_local_error_reset_streams(1024)
+        .max_header_list_size(config.max_header_bytes)
+        .keep_alive_interval(Some(std::time::Duration::from_secs(30)))
+        .keep_alive_timeout(std::time::Duration::from_secs(10));
+    builder
+}

@@ -1,0 +1,62 @@
+//! The plain-HTTP probe port: `GET /healthz` answers 200 while the process runs; `GET /readyz`
+//! answers 200 only while a certificate is loaded, the webhook listener accepts and no
+//! shutdown has begun (503 with the reason otherwise).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+
+use super::State;
+use super::route::text;
+
+/// Serves probes until the task is aborted.
+pub async fn serve(listener: TcpListener, state: Arc<State>) {
+    loop {
+        let Ok((tcp, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let state = state.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req: Request<hyper::body::Incoming>| {
+                let state = state.clone();
+                async move { Ok::<_, Infallible>(answer(&state, req.method(), req.uri().path())) }
+            });
+            let _ = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(5))
+                .serve_connection(TokioIo::new(tcp), service)
+                .await;
+        });
+    }
+}
+
+fn answer(
+    state: &State,
+    method: &Method,
+    path: &str,
+) -> hyper::Response<http_body_util::Full<bytes::Bytes>> {
+    if method != Method::GET && method != Method::HEAD {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "probes accept GET only\n");
+    }
+    match path {
+        "/healthz" => text(StatusCode::OK, "ok\n"),
+        "/readyz" => match state.not_ready() {
+            None => text(StatusCode::OK, "ok\n"),
+            Some(why) => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("not ready: {why}\n"),
+            ),
+        },
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "the probes are /healthz and /readyz\n",
+        ),
+    }
+}

@@ -1,0 +1,228 @@
+//! The serving certificate: loading a PEM chain and key into a rustls `CertifiedKey`, and the
+//! resolver that hands the current one to each new handshake. Reloading swaps the key behind
+//! the resolver; the `ServerConfig` (and its session cache) is built once.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::{self, PemObject};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use rustls::{ServerConfig, version};
+
+/// The one crypto provider: ring (builds in a fraction of aws-lc-rs's time on small CI machines).
+pub fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Why a certificate/key pair could not be loaded.
+#[derive(Debug)]
+pub enum LoadError {
+    /// A file could not be read.
+    Read { path: PathBuf, source: io::Error },
+    /// The certificate file holds no `CERTIFICATE` block, or a malformed one.
+    Certificate { path: PathBuf, problem: String },
+    /// The key file holds no usable private key.
+    Key { path: PathBuf, problem: String },
+    /// The key does not belong to the leaf certificate, or rustls cannot use it.
+    Pair {
+        cert: PathBuf,
+        key: PathBuf,
+        source: rustls::Error,
+    },
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoadError::Read { path, source } => {
+                write!(f, "cannot read {}: {source}", path.display())
+            }
+            LoadError::Certificate { path, problem } => write!(f, "{}: {problem}", path.display()),
+            LoadError::Key { path, problem } => write!(f, "{}: {problem}", path.display()),
+            LoadError::Pair { cert, key, source } => write!(
+                f,
+                "the key in {} does not fit the first certificate in {} ({source})",
+                key.display(),
+                cert.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// Reads and checks a certificate chain (leaf first) and its private key.
+pub fn load(
+    cert_path: &Path,
+    key_path: &Path,
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, LoadError> {
+    let read = |path: &Path| {
+        std::fs::read(path).map_err(|source| LoadError::Read {
+            path: path.into(),
+            source,
+        })
+    };
+    let (cert_pem, key_pem) = (read(cert_path)?, read(key_path)?);
+    from_pem(&cert_pem, &key_pem, provider).map_err(|e| e.at(cert_path, key_path))
+}
+
+/// [`load`] on bytes already read; paths are filled in by the caller.
+pub fn from_pem(
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, LoadError> {
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, pem::Error>>()
+        .map_err(|e| LoadError::Certificate {
+            path: PathBuf::new(),
+            problem: format!("malformed PEM: {e}"),
+        })?;
+    if chain.is_empty() {
+        let problem = "holds no PEM CERTIFICATE block".to_owned();
+        return Err(LoadError::Certificate {
+            path: PathBuf::new(),
+            problem,
+        });
+    }
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| LoadError::Key {
+        path: PathBuf::new(),
+        problem: format!(
+            "no private key ({e}); expected a PKCS#8, PKCS#1 RSA or SEC1 EC PEM block"
+        ),
+    })?;
+    CertifiedKey::from_der(chain, key, provider).map_err(|source| LoadError::Pair {
+        cert: PathBuf::new(),
+        key: PathBuf::new(),
+        source,
+    })
+}
+
+impl LoadError {
+    fn at(self, cert_path: &Path, key_path: &Path) -> Self {
+        match self {
+            LoadError::Certificate { problem, .. } => LoadError::Certificate {
+                path: cert_path.into(),
+                problem,
+            },
+            LoadError::Key { problem, .. } => LoadError::Key {
+                path: key_path.into(),
+                problem,
+            },
+            LoadError::Pair { source, .. } => LoadError::Pair {
+                cert: cert_path.into(),
+                key: key_path.into(),
+                source,
+            },
+            read @ LoadError::Read { .. } => read,
+        }
+    }
+}
+
+/// Hands every handshake the certificate most recently stored; none until one is (the
+/// handshake then fails, and `/readyz` says why).
+#[derive(Debug, Default)]
+pub struct Resolver {
+    current: ArcSwapOption<CertifiedKey>,
+}
+
+// === impl Resolver ===
+
+impl Resolver {
+    pub fn store(&self, key: Arc<CertifiedKey>) {
+        self.current.store(Some(key));
+    }
+
+    pub fn current(&self) -> Option<Arc<CertifiedKey>> {
+        self.current.load_full()
+    }
+
+    pub fn has_certificate(&self) -> bool {
+        self.current.load().is_some()
+    }
+}
+
+impl ResolvesServerCert for Resolver {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.current()
+    }
+}
+
+/// The server's TLS settings: rustls's safe defaults, TLS 1.2 and 1.3 (or 1.3 only), ALPN
+/// `http/1.1` (plus `h2` with `--enable-http2`), certificates from `resolver`.
+pub fn server_config(
+    provider: Arc<CryptoProvider>,
+    resolver: Arc<Resolver>,
+    http2: bool,
+    tls13_only: bool,
+) -> Result<ServerConfig, rustls::Error> {
+    let versions: &[&'static rustls::SupportedProtocolVersion] = if tls13_only {
+        &[&version::TLS13]
+    } else {
+        &[&version::TLS13, &version::TLS12]
+    };
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)?
+        .with_no_client_auth()
+        .with_cert_resolver(resolver);
+    config.alpn_protocols = if http2 {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> (String, String) {
+        let ck = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        (ck.cert.pem(), ck.signing_key.serialize_pem())
+    }
+
+    #[test]
+    fn loads_a_matching_pair_and_refuses_a_mismatch() {
+        let p = provider();
+        let (cert, key) = pair();
+        assert!(from_pem(cert.as_bytes(), key.as_bytes(), &p).is_ok());
+        let (_, other_key) = pair();
+        let err = from_pem(cert.as_bytes(), other_key.as_bytes(), &p).unwrap_err();
+        assert!(matches!(err, LoadError::Pair { .. }), "{err}");
+    }
+
+    #[test]
+    fn garbage_and_empty_files_are_named_errors() {
+        let p = provider();
+        let (cert, key) = pair();
+        let e = from_pem(b"garbage", key.as_bytes(), &p).unwrap_err();
+        assert!(e.to_string().contains("no PEM CERTIFICATE"), "{e}");
+        let e = from_pem(cert.as_bytes(), b"", &p).unwrap_err();
+        assert!(e.to_string().contains("no private key"), "{e}");
+        let truncated = &cert[..cert.len() / 2];
+        assert!(from_pem(truncated.as_bytes(), key.as_bytes(), &p).is_err());
+    }
+
+    #[test]
+    fn missing_files_name_the_path() {
+        let e = load(
+            Path::new("/nonexistent/tls.crt"),
+            Path::new("/nonexistent/tls.key"),
+            &provider(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("cannot read /nonexistent/tls.crt"),
+            "{e}"
+        );
+    }
+}
