@@ -53,7 +53,11 @@ pub struct TypeError {
 
 impl fmt::Display for TypeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: expected {}, found {}", self.field, self.expected, self.found)
+        write!(
+            f,
+            "{}: expected {}, found {}",
+            self.field, self.expected, self.found
+        )
     }
 }
 
@@ -173,7 +177,10 @@ impl<'t, 'i> Val<'t, 'i> {
 
     /// The last member named `key` of an object (linear: objects on the hot path are small).
     pub fn get(&self, key: &str) -> Option<Val<'t, 'i>> {
-        self.entries()?.filter(|(k, _)| *k == key).last().map(|(_, v)| v)
+        self.entries()?
+            .filter(|(k, _)| *k == key)
+            .last()
+            .map(|(_, v)| v)
     }
 
     /// Splits this value off the front of `nodes`, returning it and what follows.
@@ -232,8 +239,16 @@ impl<'t, 'i> Iterator for Items<'t, 'i> {
 
 // === typed readers: each names the field it reads in its error ===
 
-fn mismatch(field: impl Into<Cow<'static, str>>, expected: &'static str, v: Val<'_, '_>) -> TypeError {
-    TypeError { field: field.into(), expected, found: Cow::Borrowed(v.kind().describe()) }
+fn mismatch(
+    field: impl Into<Cow<'static, str>>,
+    expected: &'static str,
+    v: Val<'_, '_>,
+) -> TypeError {
+    TypeError {
+        field: field.into(),
+        expected,
+        found: Cow::Borrowed(v.kind().describe()),
+    }
 }
 
 /// Reads a member into a [`Field`], mapping JSON null to [`Field::Null`].
@@ -241,7 +256,11 @@ pub fn field<'t, 'i, T>(
     v: Val<'t, 'i>,
     read: impl FnOnce(Val<'t, 'i>) -> Result<T, TypeError>,
 ) -> Result<Field<T>, TypeError> {
-    if v.is_null() { Ok(Field::Null) } else { read(v).map(Field::Set) }
+    if v.is_null() {
+        Ok(Field::Null)
+    } else {
+        read(v).map(Field::Set)
+    }
 }
 
 pub fn string<'i>(v: Val<'_, 'i>, field: &'static str) -> Result<&'i str, TypeError> {
@@ -254,11 +273,17 @@ pub fn boolean(v: Val<'_, '_>, field: &'static str) -> Result<bool, TypeError> {
 
 /// A boolean that Go reads as `false` when absent or null.
 pub fn flag(v: Val<'_, '_>, field: &'static str) -> Result<bool, TypeError> {
-    if v.is_null() { Ok(false) } else { boolean(v, field) }
+    if v.is_null() {
+        Ok(false)
+    } else {
+        boolean(v, field)
+    }
 }
 
 pub fn int32(v: Val<'_, '_>, field: &'static str) -> Result<i32, TypeError> {
-    let n = v.as_integer().ok_or_else(|| mismatch(field, "an integer", v))?;
+    let n = v
+        .as_integer()
+        .ok_or_else(|| mismatch(field, "an integer", v))?;
     i32::try_from(n).map_err(|_| TypeError {
         field: Cow::Borrowed(field),
         expected: "a 32-bit integer",
@@ -267,7 +292,9 @@ pub fn int32(v: Val<'_, '_>, field: &'static str) -> Result<i32, TypeError> {
 }
 
 pub fn int64(v: Val<'_, '_>, field: &'static str) -> Result<i64, TypeError> {
-    let n = v.as_integer().ok_or_else(|| mismatch(field, "an integer", v))?;
+    let n = v
+        .as_integer()
+        .ok_or_else(|| mismatch(field, "an integer", v))?;
     i64::try_from(n).map_err(|_| TypeError {
         field: Cow::Borrowed(field),
         expected: "a 64-bit integer",
@@ -282,12 +309,20 @@ pub fn object<'t, 'i>(v: Val<'t, 'i>, field: &'static str) -> Result<Entries<'t,
 
 /// Checks that a value is an array without reading it (its elements are read where used).
 pub fn array<'t, 'i>(v: Val<'t, 'i>, field: &'static str) -> Result<Val<'t, 'i>, TypeError> {
-    if v.kind() == Kind::Array { Ok(v) } else { Err(mismatch(field, "an array", v)) }
+    if v.kind() == Kind::Array {
+        Ok(v)
+    } else {
+        Err(mismatch(field, "an array", v))
+    }
 }
 
 /// Checks that a value is an object without reading it.
 pub fn any_object<'t, 'i>(v: Val<'t, 'i>, field: &'static str) -> Result<Val<'t, 'i>, TypeError> {
-    if v.kind() == Kind::Object { Ok(v) } else { Err(mismatch(field, "an object", v)) }
+    if v.kind() == Kind::Object {
+        Ok(v)
+    } else {
+        Err(mismatch(field, "an object", v))
+    }
 }
 
 /// Writes `s` as a JSON string literal (quotes included), escaping what RFC 8259 requires.
@@ -308,7 +343,14 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
         out.extend_from_slice(&bytes[start..i]);
         if escape.is_empty() {
             const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]);
+            out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xf)],
+            ]);
         } else {
             out.extend_from_slice(escape);
         }
@@ -330,10 +372,21 @@ mod tests {
 
     #[test]
     fn entries_skip_nested_values_and_keep_order() {
-        let keys = with_root(r#"{"a":{"x":[1,{"y":2}]},"b":[[],[3]],"c":"s","d":null}"#, |v| {
-            v.entries().unwrap().map(|(k, v)| (k.to_owned(), v.kind())).collect::<Vec<_>>()
-        });
-        let expected = [("a", Kind::Object), ("b", Kind::Array), ("c", Kind::String), ("d", Kind::Null)];
+        let keys = with_root(
+            r#"{"a":{"x":[1,{"y":2}]},"b":[[],[3]],"c":"s","d":null}"#,
+            |v| {
+                v.entries()
+                    .unwrap()
+                    .map(|(k, v)| (k.to_owned(), v.kind()))
+                    .collect::<Vec<_>>()
+            },
+        );
+        let expected = [
+            ("a", Kind::Object),
+            ("b", Kind::Array),
+            ("c", Kind::String),
+            ("d", Kind::Null),
+        ];
         assert_eq!(keys.len(), expected.len());
         for ((k, kind), (ek, ekind)) in keys.iter().zip(expected) {
             assert_eq!((k.as_str(), *kind), (ek, ekind));
@@ -342,21 +395,31 @@ mod tests {
 
     #[test]
     fn get_takes_the_last_duplicate_like_go() {
-        with_root(r#"{"n":1,"n":2}"#, |v| assert_eq!(v.get("n").unwrap().as_integer(), Some(2)));
+        with_root(r#"{"n":1,"n":2}"#, |v| {
+            assert_eq!(v.get("n").unwrap().as_integer(), Some(2))
+        });
     }
 
     #[test]
     fn escaped_strings_are_unescaped_in_place() {
-        with_root(r#"{"s":"a\"b\u00e9\n"}"#, |v| assert_eq!(v.get("s").unwrap().as_str(), Some("a\"bé\n")));
+        with_root(r#"{"s":"a\"b\u00e9\n"}"#, |v| {
+            assert_eq!(v.get("s").unwrap().as_str(), Some("a\"bé\n"))
+        });
     }
 
     #[test]
     fn int32_names_the_field_and_the_problem() {
         with_root(r#"{"a":"3","b":3000000000,"c":3.5,"d":-2147483648}"#, |v| {
             let e = int32(v.get("a").unwrap(), "spec.replicas").unwrap_err();
-            assert_eq!(e.to_string(), "spec.replicas: expected an integer, found a string");
+            assert_eq!(
+                e.to_string(),
+                "spec.replicas: expected an integer, found a string"
+            );
             let e = int32(v.get("b").unwrap(), "spec.replicas").unwrap_err();
-            assert_eq!(e.to_string(), "spec.replicas: expected a 32-bit integer, found 3000000000");
+            assert_eq!(
+                e.to_string(),
+                "spec.replicas: expected a 32-bit integer, found 3000000000"
+            );
             let e = int32(v.get("c").unwrap(), "x").unwrap_err();
             assert_eq!(e.found, "a number with a fraction or exponent");
             assert_eq!(int32(v.get("d").unwrap(), "x"), Ok(i32::MIN));
@@ -373,6 +436,9 @@ mod tests {
     fn write_str_escapes_quotes_backslashes_and_controls() {
         let mut out = Vec::new();
         write_str(&mut out, "a\"b\\c\u{1}\té");
-        assert_eq!(String::from_utf8(out).unwrap(), "\"a\\\"b\\\\c\\u0001\\té\"");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "\"a\\\"b\\\\c\\u0001\\té\""
+        );
     }
 }

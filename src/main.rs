@@ -1,12 +1,10 @@
 //! The binary: parse flags, set up logging, load the certificate, serve until SIGTERM/SIGINT.
 
-use std::process::ExitCode;
-use std::sync::Arc;
-
 use clap::Parser;
 use memcached_webhook::config::{Config, LogFormat};
-use memcached_webhook::server::{self, Listeners, State};
-use memcached_webhook::{dev, tls};
+use memcached_webhook::dev;
+use memcached_webhook::server::{self, Listeners};
+use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let mut config = Config::parse();
@@ -51,13 +49,9 @@ async fn run(config: Config) -> Result<(), String> {
         let ca = config.cert_dir.join("ca.crt");
         tracing::info!(created, ca = %ca.display(), "development certificates (curl --cacert {})", ca.display());
     }
-    let key = tls::load(&config.cert_path(), &config.key_path(), &tls::provider())
-        .map_err(|e| e.to_string())?;
-    let state = Arc::new(State::default());
-    state.resolver.store(Arc::new(key));
     let listeners = Listeners::bind(&config).await.map_err(|e| e.to_string())?;
     tracing::info!(health = %listeners.health_addr(), "probes on /healthz and /readyz");
-    server::serve(config, listeners, state, shutdown_signal())
+    server::run(config, listeners, shutdown_signal())
         .await
         .map_err(|e| e.to_string())
 }

@@ -3,9 +3,6 @@
 //! Everything else in the object (metadata, status, unknown fields) is skipped, never copied.
 
 pub mod defaults;
-pub mod duration;
-pub mod image;
-pub mod quantity;
 
 use crate::json::{self, Field, TypeError, Val};
 
@@ -214,7 +211,8 @@ fn read_resources<'t, 'i>(v: Val<'t, 'i>) -> Result<Resources<'t, 'i>, TypeError
                     .map(|(_, v)| v);
             }
             "requests" if !v.is_null() => {
-                r.requests_cpu = json::object(v, "spec.resources.requests")?.any(|(k, _)| k == "cpu");
+                r.requests_cpu =
+                    json::object(v, "spec.resources.requests")?.any(|(k, _)| k == "cpu");
             }
             _ => {}
         }
@@ -226,13 +224,20 @@ fn read_config<'t, 'i>(v: Val<'t, 'i>) -> Result<Config<'t, 'i>, TypeError> {
     let mut c = Config::default();
     for (key, v) in json::object(v, "spec.memcached")? {
         match key {
-            "maxMemoryMB" => c.max_memory_mb = json::field(v, |v| json::int32(v, "spec.memcached.maxMemoryMB"))?,
+            "maxMemoryMB" => {
+                c.max_memory_mb = json::field(v, |v| json::int32(v, "spec.memcached.maxMemoryMB"))?
+            }
             "maxConnections" => {
-                c.max_connections = json::field(v, |v| json::int32(v, "spec.memcached.maxConnections"))?;
+                c.max_connections =
+                    json::field(v, |v| json::int32(v, "spec.memcached.maxConnections"))?;
             }
             "threads" => c.threads = json::field(v, |v| json::int32(v, "spec.memcached.threads"))?,
-            "maxItemSize" => c.max_item_size = json::field(v, |v| json::string(v, "spec.memcached.maxItemSize"))?,
-            "verbosity" => c.verbosity = json::field(v, |v| json::int32(v, "spec.memcached.verbosity"))?,
+            "maxItemSize" => {
+                c.max_item_size = json::field(v, |v| json::string(v, "spec.memcached.maxItemSize"))?
+            }
+            "verbosity" => {
+                c.verbosity = json::field(v, |v| json::int32(v, "spec.memcached.verbosity"))?
+            }
             "extraArgs" if !v.is_null() => {
                 let args = json::array(v, "spec.memcached.extraArgs")?;
                 for arg in args.items().into_iter().flatten() {
@@ -249,10 +254,12 @@ fn read_config<'t, 'i>(v: Val<'t, 'i>) -> Result<Config<'t, 'i>, TypeError> {
 fn int_or_string<'i>(v: Val<'_, 'i>, field: &'static str) -> Result<IntOrString<'i>, TypeError> {
     match v.as_str() {
         Some(s) => Ok(IntOrString::String(s)),
-        None => json::int32(v, field).map(IntOrString::Int).map_err(|e| TypeError {
-            expected: "an integer or a string",
-            ..e
-        }),
+        None => json::int32(v, field)
+            .map(IntOrString::Int)
+            .map_err(|e| TypeError {
+                expected: "an integer or a string",
+                ..e
+            }),
     }
 }
 
@@ -261,23 +268,35 @@ fn read_high_availability<'i>(v: Val<'_, 'i>) -> Result<HighAvailability<'i>, Ty
     for (key, v) in json::object(v, "spec.highAvailability")? {
         match key {
             "antiAffinityPreset" => {
-                ha.anti_affinity_preset =
-                    json::field(v, |v| json::string(v, "spec.highAvailability.antiAffinityPreset"))?;
+                ha.anti_affinity_preset = json::field(v, |v| {
+                    json::string(v, "spec.highAvailability.antiAffinityPreset")
+                })?;
             }
             "podDisruptionBudget" => {
                 ha.pod_disruption_budget = json::field(v, |v| {
                     let mut pdb = PodDisruptionBudget::default();
                     for (key, v) in json::object(v, "spec.highAvailability.podDisruptionBudget")? {
                         match key {
-                            "enabled" => pdb.enabled = json::flag(v, "spec.highAvailability.podDisruptionBudget.enabled")?,
+                            "enabled" => {
+                                pdb.enabled = json::flag(
+                                    v,
+                                    "spec.highAvailability.podDisruptionBudget.enabled",
+                                )?
+                            }
                             "minAvailable" => {
                                 pdb.min_available = json::field(v, |v| {
-                                    int_or_string(v, "spec.highAvailability.podDisruptionBudget.minAvailable")
+                                    int_or_string(
+                                        v,
+                                        "spec.highAvailability.podDisruptionBudget.minAvailable",
+                                    )
                                 })?;
                             }
                             "maxUnavailable" => {
                                 pdb.max_unavailable = json::field(v, |v| {
-                                    int_or_string(v, "spec.highAvailability.podDisruptionBudget.maxUnavailable")
+                                    int_or_string(
+                                        v,
+                                        "spec.highAvailability.podDisruptionBudget.maxUnavailable",
+                                    )
                                 })?;
                             }
                             _ => {}
@@ -291,10 +310,16 @@ fn read_high_availability<'i>(v: Val<'_, 'i>) -> Result<HighAvailability<'i>, Ty
                     let mut gs = GracefulShutdown::default();
                     for (key, v) in json::object(v, "spec.highAvailability.gracefulShutdown")? {
                         match key {
-                            "enabled" => gs.enabled = json::flag(v, "spec.highAvailability.gracefulShutdown.enabled")?,
+                            "enabled" => {
+                                gs.enabled =
+                                    json::flag(v, "spec.highAvailability.gracefulShutdown.enabled")?
+                            }
                             "preStopDelaySeconds" => {
                                 gs.pre_stop_delay_seconds = json::field(v, |v| {
-                                    json::int32(v, "spec.highAvailability.gracefulShutdown.preStopDelaySeconds")
+                                    json::int32(
+                                        v,
+                                        "spec.highAvailability.gracefulShutdown.preStopDelaySeconds",
+                                    )
                                 })?;
                             }
                             "terminationGracePeriodSeconds" => {
@@ -322,18 +347,24 @@ fn read_monitoring<'i>(v: Val<'_, 'i>) -> Result<Monitoring<'i>, TypeError> {
     for (key, v) in json::object(v, "spec.monitoring")? {
         match key {
             "enabled" => m.enabled = json::flag(v, "spec.monitoring.enabled")?,
-            "exporterImage" => m.exporter_image = json::field(v, |v| json::string(v, "spec.monitoring.exporterImage"))?,
+            "exporterImage" => {
+                m.exporter_image =
+                    json::field(v, |v| json::string(v, "spec.monitoring.exporterImage"))?
+            }
             "serviceMonitor" => {
                 m.service_monitor = json::field(v, |v| {
                     let mut sm = ServiceMonitor::default();
                     for (key, v) in json::object(v, "spec.monitoring.serviceMonitor")? {
                         match key {
                             "interval" => {
-                                sm.interval = json::field(v, |v| json::string(v, "spec.monitoring.serviceMonitor.interval"))?;
+                                sm.interval = json::field(v, |v| {
+                                    json::string(v, "spec.monitoring.serviceMonitor.interval")
+                                })?;
                             }
                             "scrapeTimeout" => {
-                                sm.scrape_timeout =
-                                    json::field(v, |v| json::string(v, "spec.monitoring.serviceMonitor.scrapeTimeout"))?;
+                                sm.scrape_timeout = json::field(v, |v| {
+                                    json::string(v, "spec.monitoring.serviceMonitor.scrapeTimeout")
+                                })?;
                             }
                             _ => {}
                         }
@@ -353,18 +384,28 @@ fn read_security<'i>(v: Val<'_, 'i>) -> Result<Security<'i>, TypeError> {
         match key {
             "sasl" => {
                 s.sasl = json::field(v, |v| {
-                    secret_feature(v, ["spec.security.sasl", "spec.security.sasl.enabled"], "credentialsSecretRef", [
-                        "spec.security.sasl.credentialsSecretRef",
-                        "spec.security.sasl.credentialsSecretRef.name",
-                    ])
+                    secret_feature(
+                        v,
+                        ["spec.security.sasl", "spec.security.sasl.enabled"],
+                        "credentialsSecretRef",
+                        [
+                            "spec.security.sasl.credentialsSecretRef",
+                            "spec.security.sasl.credentialsSecretRef.name",
+                        ],
+                    )
                 })?;
             }
             "tls" => {
                 s.tls = json::field(v, |v| {
-                    secret_feature(v, ["spec.security.tls", "spec.security.tls.enabled"], "certificateSecretRef", [
-                        "spec.security.tls.certificateSecretRef",
-                        "spec.security.tls.certificateSecretRef.name",
-                    ])
+                    secret_feature(
+                        v,
+                        ["spec.security.tls", "spec.security.tls.enabled"],
+                        "certificateSecretRef",
+                        [
+                            "spec.security.tls.certificateSecretRef",
+                            "spec.security.tls.certificateSecretRef.name",
+                        ],
+                    )
                 })?;
             }
             _ => {}
@@ -400,10 +441,18 @@ fn read_autoscaling<'t, 'i>(v: Val<'t, 'i>) -> Result<Autoscaling<'t, 'i>, TypeE
     for (key, v) in json::object(v, "spec.autoscaling")? {
         match key {
             "enabled" => a.enabled = json::flag(v, "spec.autoscaling.enabled")?,
-            "minReplicas" => a.min_replicas = json::field(v, |v| json::int32(v, "spec.autoscaling.minReplicas"))?,
-            "maxReplicas" => a.max_replicas = json::field(v, |v| json::int32(v, "spec.autoscaling.maxReplicas"))?,
-            "metrics" => a.metrics = json::field(v, |v| json::array(v, "spec.autoscaling.metrics"))?,
-            "behavior" => a.behavior = json::field(v, |v| json::any_object(v, "spec.autoscaling.behavior"))?,
+            "minReplicas" => {
+                a.min_replicas = json::field(v, |v| json::int32(v, "spec.autoscaling.minReplicas"))?
+            }
+            "maxReplicas" => {
+                a.max_replicas = json::field(v, |v| json::int32(v, "spec.autoscaling.maxReplicas"))?
+            }
+            "metrics" => {
+                a.metrics = json::field(v, |v| json::array(v, "spec.autoscaling.metrics"))?
+            }
+            "behavior" => {
+                a.behavior = json::field(v, |v| json::any_object(v, "spec.autoscaling.behavior"))?
+            }
             _ => {}
         }
     }
@@ -417,22 +466,54 @@ mod tests {
     fn read_json(json: &str) -> Result<String, String> {
         let mut bytes = json.as_bytes().to_vec();
         let tape = simd_json::to_tape(&mut bytes).expect("test JSON is valid");
-        read(Val::root(&tape)).map(|m| format!("{m:?}")).map_err(|e| e.to_string())
+        read(Val::root(&tape))
+            .map(|m| format!("{m:?}"))
+            .map_err(|e| e.to_string())
     }
 
     #[test]
     fn type_errors_name_the_field_path() {
         let cases = [
-            (r#"{"spec":{"replicas":"3"}}"#, "spec.replicas: expected an integer, found a string"),
-            (r#"{"spec":{"autoscaling":{"enabled":"yes"}}}"#, "spec.autoscaling.enabled: expected a boolean, found a string"),
-            (r#"{"spec":{"memcached":[1]}}"#, "spec.memcached: expected an object, found an array"),
-            (r#"{"spec":5}"#, "spec: expected an object, found an integer"),
-            (r#"{"spec":{"image":7}}"#, "spec.image: expected a string, found an integer"),
-            (r#"{"spec":{"memcached":{"threads":4.5}}}"#, "spec.memcached.threads: expected an integer, found a number with a fraction or exponent"),
-            (r#"{"spec":{"memcached":{"extraArgs":["-o",1]}}}"#, "spec.memcached.extraArgs[]: expected a string, found an integer"),
-            (r#"{"spec":{"autoscaling":{"metrics":{}}}}"#, "spec.autoscaling.metrics: expected an array, found an object"),
-            (r#"{"spec":{"highAvailability":{"podDisruptionBudget":{"minAvailable":true}}}}"#, "spec.highAvailability.podDisruptionBudget.minAvailable: expected an integer or a string, found a boolean"),
-            (r#"{"metadata":{"name":1}}"#, "metadata.name: expected a string, found an integer"),
+            (
+                r#"{"spec":{"replicas":"3"}}"#,
+                "spec.replicas: expected an integer, found a string",
+            ),
+            (
+                r#"{"spec":{"autoscaling":{"enabled":"yes"}}}"#,
+                "spec.autoscaling.enabled: expected a boolean, found a string",
+            ),
+            (
+                r#"{"spec":{"memcached":[1]}}"#,
+                "spec.memcached: expected an object, found an array",
+            ),
+            (
+                r#"{"spec":5}"#,
+                "spec: expected an object, found an integer",
+            ),
+            (
+                r#"{"spec":{"image":7}}"#,
+                "spec.image: expected a string, found an integer",
+            ),
+            (
+                r#"{"spec":{"memcached":{"threads":4.5}}}"#,
+                "spec.memcached.threads: expected an integer, found a number with a fraction or exponent",
+            ),
+            (
+                r#"{"spec":{"memcached":{"extraArgs":["-o",1]}}}"#,
+                "spec.memcached.extraArgs[]: expected a string, found an integer",
+            ),
+            (
+                r#"{"spec":{"autoscaling":{"metrics":{}}}}"#,
+                "spec.autoscaling.metrics: expected an array, found an object",
+            ),
+            (
+                r#"{"spec":{"highAvailability":{"podDisruptionBudget":{"minAvailable":true}}}}"#,
+                "spec.highAvailability.podDisruptionBudget.minAvailable: expected an integer or a string, found a boolean",
+            ),
+            (
+                r#"{"metadata":{"name":1}}"#,
+                "metadata.name: expected a string, found an integer",
+            ),
             (r#"[]"#, "object: expected an object, found an array"),
         ];
         for (json, expected) in cases {
@@ -442,7 +523,8 @@ mod tests {
 
     #[test]
     fn nulls_and_absences_are_told_apart() {
-        let mut bytes = br#"{"spec":{"replicas":null,"memcached":{"threads":0},"monitoring":null}}"#.to_vec();
+        let mut bytes =
+            br#"{"spec":{"replicas":null,"memcached":{"threads":0},"monitoring":null}}"#.to_vec();
         let tape = simd_json::to_tape(&mut bytes).unwrap();
         let mc = read(Val::root(&tape)).unwrap();
         let spec = mc.spec.get().unwrap();

@@ -49,7 +49,11 @@ impl<'b> Patch<'b> {
 
     /// `add` when the member is absent, `replace` when it exists.
     pub fn set(&mut self, exists: bool, path: &'static str, value: Value<'_>) {
-        if exists { self.replace(path, value) } else { self.add(path, value) }
+        if exists {
+            self.replace(path, value)
+        } else {
+            self.add(path, value)
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -78,7 +82,9 @@ impl<'b> Patch<'b> {
         if let Some(value) = value {
             self.buf.extend_from_slice(b",\"value\":");
             match value {
-                Value::Int(n) => self.buf.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
+                Value::Int(n) => self
+                    .buf
+                    .extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
                 Value::Str(s) => json::write_str(self.buf, s),
                 Value::Raw(raw) => self.buf.extend_from_slice(raw.as_bytes()),
             }

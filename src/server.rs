@@ -68,6 +68,7 @@ pub enum Error {
         source: io::Error,
     },
     Tls(rustls::Error),
+    Certificate(tls::LoadError),
 }
 
 impl std::fmt::Display for Error {
@@ -77,6 +78,7 @@ impl std::fmt::Display for Error {
                 write!(f, "cannot listen on {addr} ({flag}): {source}")
             }
             Error::Tls(e) => write!(f, "invalid TLS settings: {e}"),
+            Error::Certificate(e) => write!(f, "cannot load the serving certificate: {e}"),
         }
     }
 }
@@ -107,6 +109,19 @@ impl State {
             None
         }
     }
+}
+
+/// Loads the serving certificate, then [`serve`]s: what the binary runs.
+pub async fn run(
+    config: Config,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    let key = tls::load(&config.cert_path(), &config.key_path(), &tls::provider())
+        .map_err(Error::Certificate)?;
+    let state = Arc::new(State::default());
+    state.resolver.store(Arc::new(key));
+    serve(config, listeners, state, shutdown).await
 }
 
 /// Serves until `shutdown` resolves, then drains in-flight requests (bounded by

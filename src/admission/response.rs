@@ -21,11 +21,21 @@ pub struct Response<'a> {
 
 impl<'a> Response<'a> {
     pub fn allowed() -> Self {
-        Response { allowed: true, patch: None, warnings: &[], status: None }
+        Response {
+            allowed: true,
+            patch: None,
+            warnings: &[],
+            status: None,
+        }
     }
 
     pub fn denied(status: &'a Status<'a>) -> Self {
-        Response { allowed: false, patch: None, warnings: &[], status: Some(status) }
+        Response {
+            allowed: false,
+            patch: None,
+            warnings: &[],
+            status: Some(status),
+        }
     }
 }
 
@@ -45,7 +55,12 @@ pub struct Status<'a> {
 impl<'a> Status<'a> {
     /// A request whose object breaks the rules of its types.
     pub fn bad_request(message: &'a str) -> Self {
-        Status { code: 400, reason: "BadRequest", message, details: None }
+        Status {
+            code: 400,
+            reason: "BadRequest",
+            message,
+            details: None,
+        }
     }
 }
 
@@ -75,14 +90,21 @@ pub fn write(out: &mut Vec<u8>, version: ApiVersion, uid: &str, response: &Respo
     out.extend_from_slice(version.as_str().as_bytes());
     out.extend_from_slice(b"\",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":");
     write_str(out, uid);
-    out.extend_from_slice(if response.allowed { b",\"allowed\":true" } else { b",\"allowed\":false" });
+    out.extend_from_slice(if response.allowed {
+        b",\"allowed\":true"
+    } else {
+        b",\"allowed\":false"
+    });
     if let Some(patch) = response.patch {
         out.extend_from_slice(b",\"patchType\":\"JSONPatch\",\"patch\":\"");
         let engine = &base64::engine::general_purpose::STANDARD;
         let start = out.len();
-        let encoded = base64::encoded_len(patch.len(), true).expect("a request-sized patch fits in usize");
+        let encoded =
+            base64::encoded_len(patch.len(), true).expect("a request-sized patch fits in usize");
         out.resize(start + encoded, 0);
-        let written = engine.encode_slice(patch, &mut out[start..]).expect("the slice was sized by encoded_len");
+        let written = engine
+            .encode_slice(patch, &mut out[start..])
+            .expect("the slice was sized by encoded_len");
         out.truncate(start + written);
         out.push(b'"');
     }
@@ -148,7 +170,11 @@ mod tests {
     #[test]
     fn allowed_with_patch_and_warnings() {
         let warnings = vec!["w1".to_owned(), "w\"2".to_owned()];
-        let v = written(&Response { patch: Some(b"[]"), warnings: &warnings, ..Response::allowed() });
+        let v = written(&Response {
+            patch: Some(b"[]"),
+            warnings: &warnings,
+            ..Response::allowed()
+        });
         assert_eq!(
             v,
             json!({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview",
@@ -159,12 +185,21 @@ mod tests {
 
     #[test]
     fn denied_with_causes() {
-        let causes = [Cause { reason: "FieldValueRequired", message: "m".into(), field: "spec.x".into() }];
+        let causes = [Cause {
+            reason: "FieldValueRequired",
+            message: "m".into(),
+            field: "spec.x".into(),
+        }];
         let status = Status {
             code: 422,
             reason: "Invalid",
             message: "bad",
-            details: Some(Details { name: "n", group: "g", kind: "K", causes: &causes }),
+            details: Some(Details {
+                name: "n",
+                group: "g",
+                kind: "K",
+                causes: &causes,
+            }),
         };
         let v = written(&Response::denied(&status));
         assert_eq!(

@@ -7,17 +7,30 @@ use serde_json::{Value as J, json};
 fn run(webhook: Webhook, body: &[u8]) -> Result<(Verdict, J), String> {
     let mut body = body.to_vec();
     let mut out = Vec::new();
-    let verdict = review(webhook, &mut body, &mut out, Instant::now()).map_err(|e| e.to_string())?;
-    Ok((verdict, serde_json::from_slice(&out).expect("responses are valid JSON")))
+    let verdict =
+        review(webhook, &mut body, &mut out, Instant::now()).map_err(|e| e.to_string())?;
+    Ok((
+        verdict,
+        serde_json::from_slice(&out).expect("responses are valid JSON"),
+    ))
 }
 
 fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    std::fs::read(format!(
+        "{}/tests/fixtures/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
 }
 
 fn patch_of(response: &J) -> J {
     let b64 = response["response"]["patch"].as_str().expect("a patch");
-    serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(b64).unwrap()).unwrap()
+    serde_json::from_slice(
+        &base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap(),
+    )
+    .unwrap()
 }
 
 #[test]
@@ -75,21 +88,41 @@ fn delete_and_connect_are_allowed_without_a_patch() {
     for op in ["DELETE", "CONNECT"] {
         let (verdict, response) = run(Webhook::Mutate, &review_with(op, "null")).unwrap();
         assert!(verdict.allowed && !verdict.patched);
-        assert!(response["response"].get("patch").is_none() && response["response"].get("patchType").is_none());
+        assert!(
+            response["response"].get("patch").is_none()
+                && response["response"].get("patchType").is_none()
+        );
     }
 }
 
 #[test]
 fn an_object_that_breaks_its_types_is_answered_with_code_400() {
     let cases = [
-        (r#"{"spec":{"replicas":"3"}}"#, "spec.replicas: expected an integer, found a string"),
-        (r#"{"spec":{"autoscaling":{"enabled":"yes"}}}"#, "spec.autoscaling.enabled: expected a boolean, found a string"),
-        (r#"{"spec":{"memcached":[1]}}"#, "spec.memcached: expected an object, found an array"),
+        (
+            r#"{"spec":{"replicas":"3"}}"#,
+            "spec.replicas: expected an integer, found a string",
+        ),
+        (
+            r#"{"spec":{"autoscaling":{"enabled":"yes"}}}"#,
+            "spec.autoscaling.enabled: expected a boolean, found a string",
+        ),
+        (
+            r#"{"spec":{"memcached":[1]}}"#,
+            "spec.memcached: expected an object, found an array",
+        ),
     ];
     for webhook in [Webhook::Mutate, Webhook::Validate] {
         for (object, message) in cases {
             let (verdict, response) = run(webhook, &review_with("CREATE", object)).unwrap();
-            assert_eq!(verdict, Verdict { allowed: false, code: 400, patched: false, warnings: 0 });
+            assert_eq!(
+                verdict,
+                Verdict {
+                    allowed: false,
+                    code: 400,
+                    patched: false,
+                    warnings: 0
+                }
+            );
             assert_eq!(response["response"]["uid"], "u1");
             assert_eq!(response["response"]["status"]["code"], 400);
             assert_eq!(response["response"]["status"]["message"], message);
@@ -100,13 +133,26 @@ fn an_object_that_breaks_its_types_is_answered_with_code_400() {
 #[test]
 fn unknown_operation_wrong_kind_and_missing_object_are_denied_with_a_reason() {
     let (_, r) = run(Webhook::Mutate, &review_with("PATCH", "{}")).unwrap();
-    assert!(r["response"]["status"]["message"].as_str().unwrap().contains("request.operation"));
+    assert!(
+        r["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("request.operation")
+    );
     let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"operation":"CREATE","object":{}}}"#;
     let (v, r) = run(Webhook::Mutate, body).unwrap();
     assert!(!v.allowed);
-    assert!(r["response"]["status"]["message"].as_str().unwrap().contains("\"Pod\""));
+    assert!(
+        r["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"Pod\"")
+    );
     let (_, r) = run(Webhook::Mutate, &review_with("CREATE", "null")).unwrap();
-    assert_eq!(r["response"]["status"]["message"], "request.object is missing on a CREATE or UPDATE");
+    assert_eq!(
+        r["response"]["status"]["message"],
+        "request.object is missing on a CREATE or UPDATE"
+    );
 }
 
 #[test]
@@ -125,15 +171,31 @@ fn bodies_that_are_not_admission_reviews_are_rejected_with_a_reason() {
         (b"not json", "not valid JSON"),
         (b"{\"a\":\"\xff\"}", "UTF-8"),
         (deep.as_bytes(), "1024 levels"),
-        (br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#, "request: expected a value"),
-        (br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}}"#, "request.uid"),
-        (br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":5}}"#, "request.uid: expected a string"),
-        (br#"{"apiVersion":"v1","kind":"Pod"}"#, "found apiVersion \"v1\" and kind \"Pod\""),
+        (
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#,
+            "request: expected a value",
+        ),
+        (
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}}"#,
+            "request.uid",
+        ),
+        (
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":5}}"#,
+            "request.uid: expected a string",
+        ),
+        (
+            br#"{"apiVersion":"v1","kind":"Pod"}"#,
+            "found apiVersion \"v1\" and kind \"Pod\"",
+        ),
         (b"[1,2]", "expected an object"),
     ];
     for (body, needle) in cases {
         let err = run(Webhook::Mutate, body).unwrap_err();
-        assert!(err.contains(needle), "{:?}: {err}", String::from_utf8_lossy(&body[..body.len().min(40)]));
+        assert!(
+            err.contains(needle),
+            "{:?}: {err}",
+            String::from_utf8_lossy(&body[..body.len().min(40)])
+        );
         assert!(!err.contains('\n'));
     }
 }

@@ -13,7 +13,9 @@ fn default(object: &J) -> (J, J, Vec<String>) {
     let mut patch = Patch::new(&mut buf);
     let mut warnings = Vec::new();
     apply(&mc.spec, &mut patch, &mut warnings);
-    let ops: J = patch.finish().map_or(json!([]), |p| serde_json::from_slice(p).unwrap());
+    let ops: J = patch
+        .finish()
+        .map_or(json!([]), |p| serde_json::from_slice(p).unwrap());
     let mut patched = object.clone();
     let p: json_patch::Patch = serde_json::from_value(ops.clone()).unwrap();
     json_patch::patch(&mut patched, &p).expect("the patch applies");
@@ -21,11 +23,14 @@ fn default(object: &J) -> (J, J, Vec<String>) {
 }
 
 fn spec_after(spec: J) -> J {
-    let (patched, _, _) = default(&json!({"apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached", "spec": spec}));
+    let (patched, _, _) = default(
+        &json!({"apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached", "spec": spec}),
+    );
     patched["spec"].clone()
 }
 
-const CORE: fn() -> J = || json!({"maxMemoryMB": 64, "maxConnections": 1024, "threads": 4, "maxItemSize": "1m"});
+const CORE: fn() -> J =
+    || json!({"maxMemoryMB": 64, "maxConnections": 1024, "threads": 4, "maxItemSize": "1m"});
 
 #[test]
 fn constants_agree_with_the_json_fragments() {
@@ -35,21 +40,35 @@ fn constants_agree_with_the_json_fragments() {
         json!({"maxMemoryMB": MAX_MEMORY_MB, "maxConnections": MAX_CONNECTIONS, "threads": THREADS, "maxItemSize": MAX_ITEM_SIZE})
     );
     let spec: J = serde_json::from_str(SPEC_JSON).unwrap();
-    assert_eq!(spec, json!({"replicas": REPLICAS, "image": IMAGE, "memcached": memcached}));
+    assert_eq!(
+        spec,
+        json!({"replicas": REPLICAS, "image": IMAGE, "memcached": memcached})
+    );
     let metrics: J = serde_json::from_str(METRICS_JSON).unwrap();
-    assert_eq!(metrics[0]["resource"]["target"]["averageUtilization"], json!(CPU_UTILIZATION));
+    assert_eq!(
+        metrics[0]["resource"]["target"]["averageUtilization"],
+        json!(CPU_UTILIZATION)
+    );
     let behavior: J = serde_json::from_str(BEHAVIOR_JSON).unwrap();
-    assert_eq!(behavior["scaleDown"]["stabilizationWindowSeconds"], json!(SCALE_DOWN_STABILIZATION_SECONDS));
+    assert_eq!(
+        behavior["scaleDown"]["stabilizationWindowSeconds"],
+        json!(SCALE_DOWN_STABILIZATION_SECONDS)
+    );
 }
 
 #[test]
 fn example_minimal_cr_empty_spec() {
-    assert_eq!(spec_after(json!({})), json!({"replicas": 1, "image": "memcached:1.6", "memcached": CORE()}));
+    assert_eq!(
+        spec_after(json!({})),
+        json!({"replicas": 1, "image": "memcached:1.6", "memcached": CORE()})
+    );
 }
 
 #[test]
 fn example_partially_specified_keeps_user_values() {
-    let after = spec_after(json!({"replicas": 3, "image": "memcached:1.6.28", "memcached": {"maxMemoryMB": 256}}));
+    let after = spec_after(
+        json!({"replicas": 3, "image": "memcached:1.6.28", "memcached": {"maxMemoryMB": 256}}),
+    );
     assert_eq!(
         after,
         json!({"replicas": 3, "image": "memcached:1.6.28",
@@ -80,7 +99,8 @@ fn example_high_availability_enabled() {
 
 #[test]
 fn example_autoscaling_enabled() {
-    let after = spec_after(json!({"autoscaling": {"enabled": true, "minReplicas": 2, "maxReplicas": 10}}));
+    let after =
+        spec_after(json!({"autoscaling": {"enabled": true, "minReplicas": 2, "maxReplicas": 10}}));
     assert_eq!(
         after,
         json!({"image": "memcached:1.6", "memcached": CORE(),
@@ -108,7 +128,10 @@ fn example_fully_specified_gets_no_patch() {
 #[test]
 fn absent_spec_is_created_in_one_operation() {
     let (_, ops, _) = default(&json!({"metadata": {"name": "x"}}));
-    assert_eq!(ops, json!([{"op": "add", "path": "/spec", "value": serde_json::from_str::<J>(SPEC_JSON).unwrap()}]));
+    assert_eq!(
+        ops,
+        json!([{"op": "add", "path": "/spec", "value": serde_json::from_str::<J>(SPEC_JSON).unwrap()}])
+    );
     let (_, ops, _) = default(&json!({"spec": null}));
     assert_eq!(ops[0]["op"], "replace");
     assert_eq!(ops.as_array().unwrap().len(), 1);
@@ -117,38 +140,67 @@ fn absent_spec_is_created_in_one_operation() {
 #[test]
 fn absent_memcached_is_added_as_a_whole_object() {
     let (_, ops, _) = default(&json!({"spec": {"replicas": 1, "image": "m"}}));
-    assert_eq!(ops, json!([{"op": "add", "path": "/spec/memcached", "value": CORE()}]));
+    assert_eq!(
+        ops,
+        json!([{"op": "add", "path": "/spec/memcached", "value": CORE()}])
+    );
 }
 
 #[test]
 fn zero_values_and_nulls_default_with_replace() {
     let (patched, ops, _) = default(&json!({"spec": {"replicas": null, "image": null,
         "memcached": {"maxMemoryMB": 0, "maxConnections": null, "threads": 0, "maxItemSize": "", "verbosity": 0}}}));
-    assert_eq!(patched["spec"], json!({"replicas": 1, "image": "memcached:1.6",
-        "memcached": {"maxMemoryMB": 64, "maxConnections": 1024, "threads": 4, "maxItemSize": "1m", "verbosity": 0}}));
-    assert!(ops.as_array().unwrap().iter().all(|op| op["op"] == "replace"), "{ops}");
+    assert_eq!(
+        patched["spec"],
+        json!({"replicas": 1, "image": "memcached:1.6",
+        "memcached": {"maxMemoryMB": 64, "maxConnections": 1024, "threads": 4, "maxItemSize": "1m", "verbosity": 0}})
+    );
+    assert!(
+        ops.as_array()
+            .unwrap()
+            .iter()
+            .all(|op| op["op"] == "replace"),
+        "{ops}"
+    );
 }
 
 #[test]
 fn user_zero_replicas_and_empty_image_stay() {
     let after = spec_after(json!({"replicas": 0, "image": "", "memcached": CORE()}));
-    assert_eq!(after, json!({"replicas": 0, "image": "", "memcached": CORE()}));
+    assert_eq!(
+        after,
+        json!({"replicas": 0, "image": "", "memcached": CORE()})
+    );
 }
 
 #[test]
 fn verbosity_is_never_touched() {
-    assert_eq!(spec_after(json!({"memcached": {"verbosity": 2}}))["memcached"]["verbosity"], json!(2));
-    assert!(spec_after(json!({"memcached": {}}))["memcached"].get("verbosity").is_none());
+    assert_eq!(
+        spec_after(json!({"memcached": {"verbosity": 2}}))["memcached"]["verbosity"],
+        json!(2)
+    );
+    assert!(
+        spec_after(json!({"memcached": {}}))["memcached"]
+            .get("verbosity")
+            .is_none()
+    );
 }
 
 #[test]
 fn optional_sections_are_never_created() {
-    let after = spec_after(json!({"monitoring": null, "highAvailability": null, "autoscaling": null}));
+    let after =
+        spec_after(json!({"monitoring": null, "highAvailability": null, "autoscaling": null}));
     assert_eq!(after["monitoring"], J::Null);
     assert_eq!(after["highAvailability"], J::Null);
     assert_eq!(after["autoscaling"], J::Null);
     let after = spec_after(json!({}));
-    for section in ["monitoring", "highAvailability", "autoscaling", "security", "service"] {
+    for section in [
+        "monitoring",
+        "highAvailability",
+        "autoscaling",
+        "security",
+        "service",
+    ] {
         assert!(after.get(section).is_none(), "{section} was created");
     }
 }
@@ -156,34 +208,57 @@ fn optional_sections_are_never_created() {
 #[test]
 fn monitoring_without_service_monitor_only_gets_the_exporter_image() {
     let after = spec_after(json!({"monitoring": {"enabled": false}}));
-    assert_eq!(after["monitoring"], json!({"enabled": false, "exporterImage": EXPORTER_IMAGE}));
+    assert_eq!(
+        after["monitoring"],
+        json!({"enabled": false, "exporterImage": EXPORTER_IMAGE})
+    );
 }
 
 #[test]
 fn service_monitor_partial_and_null_fields() {
-    let after = spec_after(json!({"monitoring": {"exporterImage": "e", "serviceMonitor": {"interval": "", "scrapeTimeout": "5s", "additionalLabels": {"a": "b"}}}}));
-    assert_eq!(after["monitoring"]["serviceMonitor"], json!({"interval": "30s", "scrapeTimeout": "5s", "additionalLabels": {"a": "b"}}));
+    let after = spec_after(
+        json!({"monitoring": {"exporterImage": "e", "serviceMonitor": {"interval": "", "scrapeTimeout": "5s", "additionalLabels": {"a": "b"}}}}),
+    );
+    assert_eq!(
+        after["monitoring"]["serviceMonitor"],
+        json!({"interval": "30s", "scrapeTimeout": "5s", "additionalLabels": {"a": "b"}})
+    );
     let after = spec_after(json!({"monitoring": {"serviceMonitor": null}}));
     assert_eq!(after["monitoring"]["serviceMonitor"], J::Null);
 }
 
 #[test]
 fn ha_with_pdb_still_defaults_the_preset_and_keeps_hard() {
-    let after = spec_after(json!({"highAvailability": {"podDisruptionBudget": {"enabled": true, "minAvailable": 1}}}));
+    let after = spec_after(
+        json!({"highAvailability": {"podDisruptionBudget": {"enabled": true, "minAvailable": 1}}}),
+    );
     assert_eq!(after["highAvailability"]["antiAffinityPreset"], "soft");
-    assert_eq!(after["highAvailability"]["podDisruptionBudget"], json!({"enabled": true, "minAvailable": 1}));
-    assert_eq!(spec_after(json!({"highAvailability": {"antiAffinityPreset": "hard"}}))["highAvailability"]["antiAffinityPreset"], "hard");
+    assert_eq!(
+        after["highAvailability"]["podDisruptionBudget"],
+        json!({"enabled": true, "minAvailable": 1})
+    );
+    assert_eq!(
+        spec_after(json!({"highAvailability": {"antiAffinityPreset": "hard"}}))["highAvailability"]
+            ["antiAffinityPreset"],
+        "hard"
+    );
 }
 
 #[test]
 fn autoscaling_clears_user_replicas_with_a_warning() {
-    let (patched, ops, warnings) = default(&json!({"spec": {"replicas": 3, "autoscaling": {"enabled": true}}}));
+    let (patched, ops, warnings) =
+        default(&json!({"spec": {"replicas": 3, "autoscaling": {"enabled": true}}}));
     assert!(patched["spec"].get("replicas").is_none());
     assert_eq!(ops[0], json!({"op": "remove", "path": "/spec/replicas"}));
     assert_eq!(warnings.len(), 1);
-    assert!(warnings[0].starts_with("spec.replicas: removed the value 3"), "{}", warnings[0]);
+    assert!(
+        warnings[0].starts_with("spec.replicas: removed the value 3"),
+        "{}",
+        warnings[0]
+    );
     // replicas: 0 is a user value too.
-    let (patched, _, warnings) = default(&json!({"spec": {"replicas": 0, "autoscaling": {"enabled": true}}}));
+    let (patched, _, warnings) =
+        default(&json!({"spec": {"replicas": 0, "autoscaling": {"enabled": true}}}));
     assert!(patched["spec"].get("replicas").is_none());
     assert_eq!(warnings.len(), 1);
 }
@@ -192,7 +267,9 @@ fn autoscaling_clears_user_replicas_with_a_warning() {
 fn autoscaling_keeps_user_metrics_and_behavior() {
     let metrics = json!([{"type": "Resource", "resource": {"name": "memory", "target": {"type": "Utilization", "averageUtilization": 70}}}]);
     let behavior = json!({"scaleUp": {"stabilizationWindowSeconds": 0}});
-    let after = spec_after(json!({"autoscaling": {"enabled": true, "metrics": metrics, "behavior": behavior}}));
+    let after = spec_after(
+        json!({"autoscaling": {"enabled": true, "metrics": metrics, "behavior": behavior}}),
+    );
     assert_eq!(after["autoscaling"]["metrics"], metrics);
     assert_eq!(after["autoscaling"]["behavior"], behavior);
 }
@@ -200,9 +277,17 @@ fn autoscaling_keeps_user_metrics_and_behavior() {
 #[test]
 fn autoscaling_empty_or_null_metrics_are_defaulted() {
     for metrics in [json!([]), J::Null] {
-        let after = spec_after(json!({"autoscaling": {"enabled": true, "metrics": metrics, "behavior": null}}));
-        assert_eq!(after["autoscaling"]["metrics"], serde_json::from_str::<J>(METRICS_JSON).unwrap());
-        assert_eq!(after["autoscaling"]["behavior"], serde_json::from_str::<J>(BEHAVIOR_JSON).unwrap());
+        let after = spec_after(
+            json!({"autoscaling": {"enabled": true, "metrics": metrics, "behavior": null}}),
+        );
+        assert_eq!(
+            after["autoscaling"]["metrics"],
+            serde_json::from_str::<J>(METRICS_JSON).unwrap()
+        );
+        assert_eq!(
+            after["autoscaling"]["behavior"],
+            serde_json::from_str::<J>(BEHAVIOR_JSON).unwrap()
+        );
     }
 }
 
@@ -218,8 +303,14 @@ fn extra_args_and_unknown_fields_survive() {
     let object = json!({"spec": {"memcached": {"extraArgs": ["-o", "modern"], "futureField": {"x": [1, 2]}},
                                   "service": {"annotations": {"a/b": "c~d"}}, "unknown": null}, "status": {"readyReplicas": 1}});
     let (patched, _, _) = default(&object);
-    assert_eq!(patched["spec"]["memcached"]["extraArgs"], json!(["-o", "modern"]));
-    assert_eq!(patched["spec"]["memcached"]["futureField"], json!({"x": [1, 2]}));
+    assert_eq!(
+        patched["spec"]["memcached"]["extraArgs"],
+        json!(["-o", "modern"])
+    );
+    assert_eq!(
+        patched["spec"]["memcached"]["futureField"],
+        json!({"x": [1, 2]})
+    );
     assert_eq!(patched["spec"]["service"], object["spec"]["service"]);
     assert_eq!(patched["spec"]["unknown"], J::Null);
     assert_eq!(patched["status"], object["status"]);
@@ -227,8 +318,13 @@ fn extra_args_and_unknown_fields_survive() {
 
 #[test]
 fn defaulting_is_idempotent_on_the_examples() {
-    for spec in [json!({}), json!({"monitoring": {"serviceMonitor": {}}}), json!({"highAvailability": {}}),
-                 json!({"replicas": 4, "autoscaling": {"enabled": true}}), json!(null)] {
+    for spec in [
+        json!({}),
+        json!({"monitoring": {"serviceMonitor": {}}}),
+        json!({"highAvailability": {}}),
+        json!({"replicas": 4, "autoscaling": {"enabled": true}}),
+        json!(null),
+    ] {
         let (once, _, _) = default(&json!({"spec": spec}));
         let (twice, ops, warnings) = default(&once);
         assert_eq!(ops, json!([]), "second pass on {once}");

@@ -1,0 +1,16 @@
+//! The integration tests: one binary (one link step), each module starting the real server on
+//! ephemeral loopback ports and talking TLS to it.
+
+/// Starting servers, TLS clients and fixtures.
+mod util;
+
+/// The binary itself: flags, --help, --version, startup errors.
+mod cli;
+/// The defaulting property test against an independent reference.
+mod defaulting;
+/// Misbehaving clients are cut off on time while others are served.
+mod hardening;
+/// POST /mutate end to end, and every malformed request.
+mod mutate;
+/// SIGTERM-style shutdown with a request in flight.
+mod shutdown;

@@ -1,0 +1,210 @@
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1;
+use hyper::{Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use memcached_webhook::config::Config;
+use memcached_webhook::server::{self, Listeners};
+use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+
+pub const MUTATE: &str = "/mutate-memcached-c5c3-io-v1beta1-memcached";
+
+/// A server running in this process on 127.0.0.1 ports chosen by the kernel.
+pub struct TestServer {
+    pub webhook: SocketAddr,
+    pub health: SocketAddr,
+    pub ca_pem: String,
+    /// The certificate directory (tls.crt, tls.key), removed when the server is dropped.
+    pub _dir: tempfile::TempDir,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), server::Error>>,
+}
+
+pub async fn start() -> TestServer {
+    start_with(|_| {}).await
+}
+
+pub async fn start_with(configure: impl FnOnce(&mut Config)) -> TestServer {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca_pem, cert_pem, key_pem) = memcached_webhook::dev::generate().unwrap();
+    std::fs::write(dir.path().join("tls.crt"), cert_pem).unwrap();
+    std::fs::write(dir.path().join("tls.key"), key_pem).unwrap();
+    let mut config = Config::defaults();
+    config.cert_dir = dir.path().into();
+    config.webhook_bind_address = "127.0.0.1:0".parse().unwrap();
+    config.health_probe_bind_address = "127.0.0.1:0".parse().unwrap();
+    config.metrics_bind_address = None;
+    configure(&mut config);
+    let listeners = Listeners::bind(&config).await.unwrap();
+    let (webhook, health) = (listeners.webhook_addr(), listeners.health_addr());
+    let (stop, stopped) = oneshot::channel();
+    let task = tokio::spawn(server::run(config, listeners, async {
+        let _ = stopped.await;
+    }));
+    let server = TestServer {
+        webhook,
+        health,
+        ca_pem,
+        _dir: dir,
+        stop: Some(stop),
+        task,
+    };
+    eventually(Duration::from_secs(5), || async {
+        server.probe("/readyz").await.0 == 200
+    })
+    .await;
+    server
+}
+
+impl TestServer {
+    /// Signals shutdown (as SIGTERM would) and waits for `run` to return.
+    pub async fn stop(mut self) -> Result<(), server::Error> {
+        self.signal_stop();
+        self.task.await.unwrap()
+    }
+
+    pub fn signal_stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+
+    pub async fn join(self) -> Result<(), server::Error> {
+        self.task.await.unwrap()
+    }
+
+    /// GET on the plain-HTTP probe port: (status, body).
+    pub async fn probe(&self, path: &str) -> (u16, String) {
+        let Ok(tcp) = TcpStream::connect(self.health).await else {
+            return (0, String::new());
+        };
+        let (mut sender, conn) = http1::handshake(TokioIo::new(tcp)).await.unwrap();
+        tokio::spawn(conn);
+        let req = Request::get(path)
+            .header("host", "localhost")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let Ok(resp) = sender.send_request(req).await else {
+            return (0, String::new());
+        };
+        let status = resp.status().as_u16();
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// A TLS connection to the webhook port offering `alpn`.
+    pub async fn tls(&self, alpn: &[&[u8]]) -> std::io::Result<TlsStream<TcpStream>> {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(self.ca_pem.as_bytes()) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let mut config =
+            rustls::ClientConfig::builder_with_provider(memcached_webhook::tls::provider())
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        let tcp = TcpStream::connect(self.webhook).await?;
+        TlsConnector::from(Arc::new(config))
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+    }
+
+    /// An HTTP/1.1 keep-alive client over TLS.
+    pub async fn client(&self) -> Client {
+        let tls = self.tls(&[b"http/1.1"]).await.unwrap();
+        let (sender, conn) = http1::handshake(TokioIo::new(tls)).await.unwrap();
+        tokio::spawn(conn);
+        Client { sender }
+    }
+}
+
+pub struct Client {
+    pub sender: http1::SendRequest<Full<Bytes>>,
+}
+
+impl Client {
+    /// POSTs `body` as JSON; returns (status, body).
+    pub async fn post(&mut self, path: &str, body: impl Into<Bytes>) -> (StatusCode, Bytes) {
+        let req = Request::post(path)
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .body(Full::new(body.into()))
+            .unwrap();
+        self.send(req).await
+    }
+
+    pub async fn send(&mut self, req: Request<Full<Bytes>>) -> (StatusCode, Bytes) {
+        let resp = self
+            .sender
+            .send_request(req)
+            .await
+            .expect("the server answers");
+        let status = resp.status();
+        (status, resp.into_body().collect().await.unwrap().to_bytes())
+    }
+}
+
+pub fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(format!(
+        "{}/tests/fixtures/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+}
+
+pub fn json(bytes: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(bytes)))
+}
+
+/// The decoded JSON Patch of an AdmissionReview response.
+pub fn patch_of(response: &serde_json::Value) -> serde_json::Value {
+    use base64::Engine as _;
+    let b64 = response["response"]["patch"].as_str().expect("a patch");
+    json(
+        &base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap(),
+    )
+}
+
+/// Polls `check` until it holds, failing the test after `limit`.
+pub async fn eventually<F, Fut>(limit: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "condition not met within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A request body sent chunked (no Content-Length), one frame per element.
+pub struct Chunks(pub std::vec::IntoIter<Bytes>);
+
+impl hyper::body::Body for Chunks {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        std::task::Poll::Ready(self.0.next().map(|b| Ok(hyper::body::Frame::data(b))))
+    }
+}
