@@ -31,6 +31,18 @@ pub struct Config {
     #[arg(long, default_value = "tls.key", value_name = "FILE")]
     pub key_name: String,
 
+    /// PEM CA bundle: when set, clients must present a certificate it signed (reloaded on change).
+    #[arg(long, value_name = "FILE")]
+    pub client_ca_file: Option<PathBuf>,
+
+    /// Lowest TLS version accepted.
+    #[arg(long, value_enum, default_value_t = TlsVersion::V1_2)]
+    pub tls_min_version: TlsVersion,
+
+    /// How often the certificate files are re-read besides the file watch (catches lost events).
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub cert_check_interval: Duration,
+
     /// Plain-HTTP listener for GET /healthz (alive) and GET /readyz (certificate loaded, serving).
     #[arg(long, default_value = "0.0.0.0:8081", value_name = "ADDR")]
     pub health_probe_bind_address: SocketAddr,
@@ -103,6 +115,15 @@ pub struct Config {
 
 /// An address or nothing; an alias so clap takes the whole `Option` from the value parser.
 pub type MaybeAddr = Option<SocketAddr>;
+
+/// `--tls-min-version`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TlsVersion {
+    #[value(name = "1.2")]
+    V1_2,
+    #[value(name = "1.3")]
+    V1_3,
+}
 
 /// `--log-format`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -68,7 +68,7 @@ pub enum Error {
         source: io::Error,
     },
     Tls(rustls::Error),
-    Certificate(tls::LoadError),
+    ClientCa(String),
 }
 
 impl std::fmt::Display for Error {
@@ -78,7 +78,7 @@ impl std::fmt::Display for Error {
                 write!(f, "cannot listen on {addr} ({flag}): {source}")
             }
             Error::Tls(e) => write!(f, "invalid TLS settings: {e}"),
-            Error::Certificate(e) => write!(f, "cannot load the serving certificate: {e}"),
+            Error::ClientCa(e) => write!(f, "--client-ca-file: {e}"),
         }
     }
 }
@@ -94,6 +94,8 @@ pub struct State {
     pub shutting_down: AtomicBool,
     /// The serving certificate.
     pub resolver: Arc<Resolver>,
+    /// Certificate reload outcomes.
+    pub cert_stats: Arc<tls::reload::Stats>,
 }
 
 impl State {
@@ -111,17 +113,47 @@ impl State {
     }
 }
 
-/// Loads the serving certificate, then [`serve`]s: what the binary runs.
+/// Starts the certificate reloader, then [`serve`]s: what the binary runs. Without a valid
+/// certificate the server still starts, not ready, and begins serving when one appears.
 pub async fn run(
     config: Config,
     listeners: Listeners,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
-    let key = tls::load(&config.cert_path(), &config.key_path(), &tls::provider())
-        .map_err(Error::Certificate)?;
     let state = Arc::new(State::default());
-    state.resolver.store(Arc::new(key));
-    serve(config, listeners, state, shutdown).await
+    let reloader = reloader(&config, &state)?;
+    let client_verifier = reloader
+        .client_ca
+        .as_ref()
+        .map(|(_, verifier)| verifier.clone());
+    let reloader = tokio::spawn(reloader.run());
+    let result = serve(config, listeners, state, client_verifier, shutdown).await;
+    reloader.abort();
+    result
+}
+
+fn reloader(config: &Config, state: &State) -> Result<tls::reload::Reloader, Error> {
+    let provider = tls::provider();
+    let client_ca = match &config.client_ca_file {
+        None => None,
+        Some(path) => {
+            // A bad CA bundle at startup is a configuration error; later bad writes are refused.
+            let pem = std::fs::read(path)
+                .map_err(|e| Error::ClientCa(format!("cannot read {}: {e}", path.display())))?;
+            let verifier = tls::client_verifier_from_pem(&pem, provider.clone())
+                .map_err(|e| Error::ClientCa(format!("{}: {e}", path.display())))?;
+            Some((path.clone(), Arc::new(tls::ClientVerifier::new(verifier))))
+        }
+    };
+    Ok(tls::reload::Reloader {
+        cert_path: config.cert_path(),
+        key_path: config.key_path(),
+        client_ca,
+        provider,
+        resolver: state.resolver.clone(),
+        interval: config.cert_check_interval,
+        stats: state.cert_stats.clone(),
+    })
 }
 
 /// Serves until `shutdown` resolves, then drains in-flight requests (bounded by
@@ -130,13 +162,16 @@ pub async fn serve(
     config: Config,
     listeners: Listeners,
     state: Arc<State>,
+    client_verifier: Option<Arc<tls::ClientVerifier>>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
+    let tls13_only = config.tls_min_version == crate::config::TlsVersion::V1_3;
     let tls = tls::server_config(
         tls::provider(),
         state.resolver.clone(),
+        client_verifier,
         config.enable_http2,
-        false,
+        tls13_only,
     )
     .map_err(Error::Tls)?;
     let acceptor = TlsAcceptor::from(Arc::new(tls));

@@ -2,6 +2,8 @@
 //! resolver that hands the current one to each new handshake. Reloading swaps the key behind
 //! the resolver; the `ServerConfig` (and its session cache) is built once.
 
+pub mod reload;
+
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -11,7 +13,8 @@ use arc_swap::ArcSwapOption;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use rustls::{ServerConfig, version};
 
@@ -106,7 +109,7 @@ pub fn from_pem(
 }
 
 impl LoadError {
-    fn at(self, cert_path: &Path, key_path: &Path) -> Self {
+    pub(crate) fn at(self, cert_path: &Path, key_path: &Path) -> Self {
         match self {
             LoadError::Certificate { problem, .. } => LoadError::Certificate {
                 path: cert_path.into(),
@@ -155,11 +158,107 @@ impl ResolvesServerCert for Resolver {
     }
 }
 
+/// Requires and verifies client certificates against a CA bundle that can be swapped while
+/// serving (`--client-ca-file`, reloaded like the serving certificate).
+#[derive(Debug)]
+pub struct ClientVerifier {
+    current: arc_swap::ArcSwap<Arc<dyn ClientCertVerifier>>,
+}
+
+// === impl ClientVerifier ===
+
+impl ClientVerifier {
+    pub fn new(initial: Arc<dyn ClientCertVerifier>) -> Self {
+        ClientVerifier {
+            current: arc_swap::ArcSwap::from_pointee(initial),
+        }
+    }
+
+    pub fn store(&self, verifier: Arc<dyn ClientCertVerifier>) {
+        self.current.store(Arc::new(verifier));
+    }
+}
+
+/// A verifier for the CA certificates in `pem`.
+pub fn client_verifier_from_pem(
+    pem: &[u8],
+    provider: Arc<CryptoProvider>,
+) -> Result<Arc<dyn ClientCertVerifier>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        let cert = cert.map_err(|e| format!("malformed PEM: {e}"))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("not a usable CA certificate: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err("holds no PEM CERTIFICATE block".into());
+    }
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+impl ClientCertVerifier for ClientVerifier {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        true
+    }
+
+    // The hints would borrow from a verifier that may be swapped away; an empty list lets the
+    // client send its certificate regardless, which is what the kube-apiserver does.
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        self.current
+            .load()
+            .verify_client_cert(end_entity, intermediates, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.current
+            .load()
+            .verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.current
+            .load()
+            .verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.current.load().supported_verify_schemes()
+    }
+}
+
 /// The server's TLS settings: rustls's safe defaults, TLS 1.2 and 1.3 (or 1.3 only), ALPN
-/// `http/1.1` (plus `h2` with `--enable-http2`), certificates from `resolver`.
+/// `http/1.1` (plus `h2` with `--enable-http2`), certificates from `resolver`, and client
+/// certificates required when `client_verifier` is set.
 pub fn server_config(
     provider: Arc<CryptoProvider>,
     resolver: Arc<Resolver>,
+    client_verifier: Option<Arc<ClientVerifier>>,
     http2: bool,
     tls13_only: bool,
 ) -> Result<ServerConfig, rustls::Error> {
@@ -168,10 +267,12 @@ pub fn server_config(
     } else {
         &[&version::TLS13, &version::TLS12]
     };
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(versions)?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
+    let builder = ServerConfig::builder_with_provider(provider).with_protocol_versions(versions)?;
+    let builder = match client_verifier {
+        Some(verifier) => builder.with_client_cert_verifier(verifier),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(resolver);
     config.alpn_protocols = if http2 {
         vec![b"h2".to_vec(), b"http/1.1".to_vec()]
     } else {

@@ -46,12 +46,19 @@ fn a_bad_flag_exits_at_once_naming_it() {
 }
 
 #[test]
-fn an_unreadable_certificate_exits_naming_the_file() {
+fn an_unreadable_client_ca_exits_naming_the_file() {
+    // A missing serving certificate is waited for (tests/reload.rs); a bad CA bundle is a
+    // configuration error, reported at once.
     let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("client-ca.crt");
     let out = binary()
         .args([
             "--cert-dir",
             dir.path().to_str().unwrap(),
+            "--client-ca-file",
+            ca.to_str().unwrap(),
+        ])
+        .args([
             "--webhook-bind-address",
             "127.0.0.1:0",
             "--health-probe-bind-address",
@@ -62,7 +69,7 @@ fn an_unreadable_certificate_exits_naming_the_file() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains(&dir.path().join("tls.crt").display().to_string()),
+        stderr.contains(&ca.display().to_string()) && stderr.contains("--client-ca-file"),
         "{stderr}"
     );
 }

@@ -167,3 +167,20 @@ async fn connections_beyond_the_cap_wait_while_existing_ones_work() {
     drop(b);
     server.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn hundreds_of_idle_connections_are_dropped_and_others_are_served() {
+    let server = util::start_with(short).await;
+    let mut idle = Vec::new();
+    for _ in 0..300 {
+        idle.push(TcpStream::connect(server.webhook).await.unwrap());
+    }
+    still_serving(&server).await;
+    // Every idle connection is closed once its handshake deadline passes.
+    for mut tcp in idle {
+        let (_, took) = until_closed(&mut tcp).await;
+        assert!(took < Duration::from_secs(3));
+    }
+    still_serving(&server).await;
+    server.stop().await.unwrap();
+}

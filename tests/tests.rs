@@ -12,5 +12,7 @@ mod defaulting;
 mod hardening;
 /// POST /mutate end to end, and every malformed request.
 mod mutate;
+/// Certificate hot reload, client certificates, TLS versions.
+mod reload;
 /// SIGTERM-style shutdown with a request in flight.
 mod shutdown;

@@ -37,6 +37,20 @@ pub async fn start_with(configure: impl FnOnce(&mut Config)) -> TestServer {
     let (ca_pem, cert_pem, key_pem) = memcached_webhook::dev::generate().unwrap();
     std::fs::write(dir.path().join("tls.crt"), cert_pem).unwrap();
     std::fs::write(dir.path().join("tls.key"), key_pem).unwrap();
+    let server = start_in(dir, ca_pem, configure).await;
+    eventually(Duration::from_secs(5), || async {
+        server.probe("/readyz").await.0 == 200
+    })
+    .await;
+    server
+}
+
+/// Starts a server on certificates in `dir` (which may hold none yet), trusting `ca_pem`.
+pub async fn start_in(
+    dir: tempfile::TempDir,
+    ca_pem: String,
+    configure: impl FnOnce(&mut Config),
+) -> TestServer {
     let mut config = Config::defaults();
     config.cert_dir = dir.path().into();
     config.webhook_bind_address = "127.0.0.1:0".parse().unwrap();
@@ -57,8 +71,9 @@ pub async fn start_with(configure: impl FnOnce(&mut Config)) -> TestServer {
         stop: Some(stop),
         task,
     };
+    // Alive (not necessarily ready: there may be no certificate yet).
     eventually(Duration::from_secs(5), || async {
-        server.probe("/readyz").await.0 == 200
+        server.probe("/healthz").await.0 == 200
     })
     .await;
     server
@@ -102,16 +117,35 @@ impl TestServer {
 
     /// A TLS connection to the webhook port offering `alpn`.
     pub async fn tls(&self, alpn: &[&[u8]]) -> std::io::Result<TlsStream<TcpStream>> {
+        self.tls_as(alpn, None, None).await
+    }
+
+    /// [`TestServer::tls`] with a client certificate and a TLS version choice.
+    pub async fn tls_as(
+        &self,
+        alpn: &[&[u8]],
+        client_cert: Option<(String, String)>,
+        versions: Option<&[&'static rustls::SupportedProtocolVersion]>,
+    ) -> std::io::Result<TlsStream<TcpStream>> {
         let mut roots = rustls::RootCertStore::empty();
         for cert in CertificateDer::pem_slice_iter(self.ca_pem.as_bytes()) {
             roots.add(cert.unwrap()).unwrap();
         }
-        let mut config =
+        let builder =
             rustls::ClientConfig::builder_with_provider(memcached_webhook::tls::provider())
-                .with_safe_default_protocol_versions()
+                .with_protocol_versions(versions.unwrap_or(rustls::DEFAULT_VERSIONS))
                 .unwrap()
-                .with_root_certificates(roots)
-                .with_no_client_auth();
+                .with_root_certificates(roots);
+        let mut config = match client_cert {
+            None => builder.with_no_client_auth(),
+            Some((cert, key)) => {
+                let chain = CertificateDer::pem_slice_iter(cert.as_bytes())
+                    .map(Result::unwrap)
+                    .collect();
+                let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+                builder.with_client_auth_cert(chain, key).unwrap()
+            }
+        };
         config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         let tcp = TcpStream::connect(self.webhook).await?;
         TlsConnector::from(Arc::new(config))
