@@ -15,7 +15,7 @@ use std::time::Instant;
 use simd_json::{Buffers, Tape};
 
 use crate::json::{self, TypeError, Val};
-use crate::memcached::{self, defaults};
+use crate::memcached::{self, defaults, validate};
 use crate::patch::Patch;
 use response::{Response, Status};
 
@@ -397,9 +397,43 @@ fn decide(
                 warnings: warnings.len(),
             }
         }
-        // The validating webhook arrives with its own issue; until then it admits everything.
-        Webhook::Validate => allow(out),
+        Webhook::Validate => {
+            let outcome = validate::validate(&mc);
+            if outcome.errors.is_empty() {
+                let answer = Response { warnings: &outcome.warnings, ..Response::allowed() };
+                response::write(out, version, req.uid, &answer);
+                return Verdict { allowed: true, code: 200, patched: false, warnings: outcome.warnings.len() };
+            }
+            let name = if mc.name.is_empty() { req.name } else { mc.name };
+            let message = invalid_message(name, &outcome.errors);
+            let causes: Vec<_> = outcome.errors.iter().map(validate::FieldError::cause).collect();
+            let details = response::Details { name, group: memcached::GROUP, kind: memcached::KIND, causes: &causes };
+            let status = Status { code: 422, reason: "Invalid", message: &message, details: Some(details) };
+            let answer = Response { warnings: &outcome.warnings, ..Response::denied(&status) };
+            response::write(out, version, req.uid, &answer);
+            Verdict { allowed: false, code: 422, patched: false, warnings: outcome.warnings.len() }
+        }
     }
+}
+
+/// apimachinery's `NewInvalid` message: `Memcached.memcached.c5c3.io "<name>" is invalid: <e>` with
+/// one error, or `[e1, e2]` (duplicates removed) with several.
+fn invalid_message(name: &str, errors: &[validate::FieldError]) -> String {
+    use std::fmt::Write as _;
+    let mut message = format!("{}.{} {name:?} is invalid: ", memcached::KIND, memcached::GROUP);
+    let mut seen: Vec<String> = Vec::with_capacity(errors.len());
+    for e in errors {
+        let text = e.to_string();
+        if !seen.contains(&text) {
+            seen.push(text);
+        }
+    }
+    if let [one] = seen.as_slice() {
+        message.push_str(one);
+    } else {
+        let _ = write!(message, "[{}]", seen.join(", "));
+    }
+    message
 }
 
 fn log(webhook: Webhook, req: &Request<'_, '_>, verdict: &Verdict, started: Instant) {

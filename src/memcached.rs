@@ -3,6 +3,7 @@
 //! Everything else in the object (metadata, status, unknown fields) is skipped, never copied.
 
 pub mod defaults;
+pub mod validate;
 
 use crate::json::{self, Field, TypeError, Val};
 

@@ -14,5 +14,7 @@ mod hardening;
 mod mutate;
 /// Certificate hot reload, client certificates, TLS versions.
 mod reload;
+/// The manifests agree with the binary.
+mod manifests;
 /// SIGTERM-style shutdown with a request in flight.
 mod shutdown;
