@@ -234,6 +234,8 @@ pub fn parse<'t, 'i>(root: Val<'t, 'i>) -> Result<(ApiVersion, Request<'t, 'i>),
 /// What [`review`] decided, for the log line and the metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Verdict {
+    /// `request.operation` (`None` when unknown).
+    pub operation: Option<Operation>,
     pub allowed: bool,
     /// `response.status.code` (200 when allowed).
     pub code: u16,
@@ -327,6 +329,7 @@ fn decide(
     let allow = |out: &mut Vec<u8>| {
         response::write(out, version, req.uid, &Response::allowed());
         Verdict {
+            operation: req.operation,
             allowed: true,
             code: 200,
             patched: false,
@@ -337,6 +340,7 @@ fn decide(
         let status = Status::bad_request(message);
         response::write(out, version, req.uid, &Response::denied(&status));
         Verdict {
+            operation: req.operation,
             allowed: false,
             code: status.code,
             patched: false,
@@ -391,6 +395,7 @@ fn decide(
             };
             response::write(out, version, req.uid, &answer);
             Verdict {
+                operation: req.operation,
                 allowed: true,
                 code: 200,
                 patched: patch.is_some(),
@@ -400,18 +405,54 @@ fn decide(
         Webhook::Validate => {
             let outcome = validate::validate(&mc);
             if outcome.errors.is_empty() {
-                let answer = Response { warnings: &outcome.warnings, ..Response::allowed() };
+                let answer = Response {
+                    warnings: &outcome.warnings,
+                    ..Response::allowed()
+                };
                 response::write(out, version, req.uid, &answer);
-                return Verdict { allowed: true, code: 200, patched: false, warnings: outcome.warnings.len() };
+                return Verdict {
+                    operation: req.operation,
+                    allowed: true,
+                    code: 200,
+                    patched: false,
+                    warnings: outcome.warnings.len(),
+                };
             }
-            let name = if mc.name.is_empty() { req.name } else { mc.name };
+            let name = if mc.name.is_empty() {
+                req.name
+            } else {
+                mc.name
+            };
             let message = invalid_message(name, &outcome.errors);
-            let causes: Vec<_> = outcome.errors.iter().map(validate::FieldError::cause).collect();
-            let details = response::Details { name, group: memcached::GROUP, kind: memcached::KIND, causes: &causes };
-            let status = Status { code: 422, reason: "Invalid", message: &message, details: Some(details) };
-            let answer = Response { warnings: &outcome.warnings, ..Response::denied(&status) };
+            let causes: Vec<_> = outcome
+                .errors
+                .iter()
+                .map(validate::FieldError::cause)
+                .collect();
+            let details = response::Details {
+                name,
+                group: memcached::GROUP,
+                kind: memcached::KIND,
+                causes: &causes,
+            };
+            let status = Status {
+                code: 422,
+                reason: "Invalid",
+                message: &message,
+                details: Some(details),
+            };
+            let answer = Response {
+                warnings: &outcome.warnings,
+                ..Response::denied(&status)
+            };
             response::write(out, version, req.uid, &answer);
-            Verdict { allowed: false, code: 422, patched: false, warnings: outcome.warnings.len() }
+            Verdict {
+                operation: req.operation,
+                allowed: false,
+                code: 422,
+                patched: false,
+                warnings: outcome.warnings.len(),
+            }
         }
     }
 }
@@ -420,7 +461,11 @@ fn decide(
 /// one error, or `[e1, e2]` (duplicates removed) with several.
 fn invalid_message(name: &str, errors: &[validate::FieldError]) -> String {
     use std::fmt::Write as _;
-    let mut message = format!("{}.{} {name:?} is invalid: ", memcached::KIND, memcached::GROUP);
+    let mut message = format!(
+        "{}.{} {name:?} is invalid: ",
+        memcached::KIND,
+        memcached::GROUP
+    );
     let mut seen: Vec<String> = Vec::with_capacity(errors.len());
     for e in errors {
         let text = e.to_string();

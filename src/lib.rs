@@ -7,14 +7,18 @@
 //! - [`patch`]: the RFC 6902 JSON Patch writer.
 //! - [`memcached`]: the resource's borrowed view, its defaults and its validation.
 //! - [`tls`]: loading (and reloading) the serving certificate.
+//! - [`metrics`]: Prometheus metrics (controller-runtime's names and ours).
 //! - [`server`]: listeners, HTTP, routing, health probes and shutdown.
 //! - [`dev`]: throwaway certificates for running on a laptop.
+
+#![forbid(unsafe_code)]
 
 pub mod admission;
 pub mod config;
 pub mod dev;
 pub mod json;
 pub mod memcached;
+pub mod metrics;
 pub mod patch;
 pub mod server;
 pub mod tls;

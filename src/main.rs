@@ -1,4 +1,6 @@
-//! The binary: parse flags, set up logging, load the certificate, serve until SIGTERM/SIGINT.
+//! The binary: parse flags, set up logging, serve until SIGTERM/SIGINT.
+
+#![forbid(unsafe_code)]
 
 use clap::Parser;
 use memcached_webhook::config::{Config, LogFormat};

@@ -3,6 +3,9 @@
 //! Everything else in the object (metadata, status, unknown fields) is skipped, never copied.
 
 pub mod defaults;
+pub mod duration;
+pub mod image;
+pub mod quantity;
 pub mod validate;
 
 use crate::json::{self, Field, TypeError, Val};

@@ -27,6 +27,8 @@ use crate::tls::{self, Resolver};
 pub struct Listeners {
     pub webhook: TcpListener,
     pub health: TcpListener,
+    /// `None` with `--metrics-bind-address=0`.
+    pub metrics: Option<TcpListener>,
 }
 
 impl Listeners {
@@ -43,6 +45,10 @@ impl Listeners {
                 "--health-probe-bind-address",
             )
             .await?,
+            metrics: match config.metrics_bind_address {
+                Some(addr) => Some(bind(addr, "--metrics-bind-address").await?),
+                None => None,
+            },
         })
     }
 
@@ -50,6 +56,10 @@ impl Listeners {
         self.webhook
             .local_addr()
             .expect("a bound TCP listener has an address")
+    }
+
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     pub fn health_addr(&self) -> SocketAddr {
@@ -96,6 +106,8 @@ pub struct State {
     pub resolver: Arc<Resolver>,
     /// Certificate reload outcomes.
     pub cert_stats: Arc<tls::reload::Stats>,
+    /// Everything `/metrics` shows.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl State {
@@ -176,12 +188,19 @@ pub async fn serve(
     .map_err(Error::Tls)?;
     let acceptor = TlsAcceptor::from(Arc::new(tls));
     let limits = Arc::new(conn::Limits::from(&config));
-    let app = Arc::new(route::App::new(&config));
+    let app = Arc::new(route::App::new(&config, state.metrics.clone()));
     let builder = Arc::new(http_builder(&config));
     let graceful = GracefulShutdown::new();
     let permits = Arc::new(Semaphore::new(config.max_connections as usize));
 
     let health = tokio::spawn(health::serve(listeners.health, state.clone()));
+    let exporter = Arc::new(crate::metrics::Exporter::new(
+        state.metrics.clone(),
+        state.cert_stats.clone(),
+    ));
+    let metrics = listeners
+        .metrics
+        .map(|listener| tokio::spawn(health::serve_metrics(listener, exporter)));
     state.serving.store(true, Ordering::Release);
     tracing::info!(
         webhook = %listeners.webhook.local_addr().map_err(|source| Error::Bind { flag: "--webhook-bind-address", addr: config.webhook_bind_address, source })?,
@@ -203,6 +222,7 @@ pub async fn serve(
         builder,
         app,
         limits,
+        metrics: state.metrics.clone(),
     });
     loop {
         let permit = tokio::select! {
@@ -239,6 +259,9 @@ pub async fn serve(
         tracing::warn!("grace period over; closing the remaining connections");
     }
     health.abort();
+    if let Some(metrics) = metrics {
+        metrics.abort();
+    }
     Ok(())
 }
 

@@ -8,12 +8,17 @@ use memcached_webhook::memcached::defaults;
 use serde_yaml_ng::Value;
 
 fn docs(file: &str) -> Vec<Value> {
-    let text = std::fs::read_to_string(format!("{}/manifests/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
-    serde_yaml_ng::Deserializer::from_str(&text).map(|d| serde::Deserialize::deserialize(d).unwrap()).collect()
+    let text = std::fs::read_to_string(format!("{}/manifests/{file}", env!("CARGO_MANIFEST_DIR")))
+        .unwrap();
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect()
 }
 
 fn kind<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
-    docs.iter().find(|d| d["kind"] == kind).unwrap_or_else(|| panic!("no {kind}"))
+    docs.iter()
+        .find(|d| d["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind}"))
 }
 
 fn s(v: &Value) -> &str {
@@ -24,8 +29,15 @@ fn s(v: &Value) -> &str {
 fn deployed_config() -> (Config, Value) {
     let deployment = kind(&docs("deployment.yaml"), "Deployment").clone();
     let container = deployment["spec"]["template"]["spec"]["containers"][0].clone();
-    let args: Vec<String> = container["args"].as_sequence().unwrap().iter().map(|a| s(a).to_owned()).collect();
-    let config = Config::try_parse_from(std::iter::once("memcached-webhook".to_owned()).chain(args)).expect("the binary accepts the Deployment's args");
+    let args: Vec<String> = container["args"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|a| s(a).to_owned())
+        .collect();
+    let config =
+        Config::try_parse_from(std::iter::once("memcached-webhook".to_owned()).chain(args))
+            .expect("the binary accepts the Deployment's args");
     (config, deployment)
 }
 
@@ -34,8 +46,16 @@ fn webhook_configurations_match_the_routes_and_the_service() {
     let webhooks = docs("webhooks.yaml");
     let service = kind(&docs("service.yaml"), "Service").clone();
     for (config_kind, name, path) in [
-        ("MutatingWebhookConfiguration", "mmemcached-v1beta1.kb.io", MUTATE_PATH),
-        ("ValidatingWebhookConfiguration", "vmemcached-v1beta1.kb.io", VALIDATE_PATH),
+        (
+            "MutatingWebhookConfiguration",
+            "mmemcached-v1beta1.kb.io",
+            MUTATE_PATH,
+        ),
+        (
+            "ValidatingWebhookConfiguration",
+            "vmemcached-v1beta1.kb.io",
+            VALIDATE_PATH,
+        ),
     ] {
         let hook = &kind(&webhooks, config_kind)["webhooks"][0];
         assert_eq!(s(&hook["name"]), name);
@@ -47,8 +67,17 @@ fn webhook_configurations_match_the_routes_and_the_service() {
         assert_eq!(s(&hook["failurePolicy"]), "Fail");
         assert_eq!(s(&hook["sideEffects"]), "None");
         assert_eq!(s(&hook["matchPolicy"]), "Equivalent");
-        let versions: Vec<&str> = hook["admissionReviewVersions"].as_sequence().unwrap().iter().map(s).collect();
-        assert_eq!(versions, ["v1", "v1beta1"], "versions the server answers in");
+        let versions: Vec<&str> = hook["admissionReviewVersions"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(s)
+            .collect();
+        assert_eq!(
+            versions,
+            ["v1", "v1beta1"],
+            "versions the server answers in"
+        );
     }
 }
 
@@ -58,60 +87,147 @@ fn deployment_ports_probes_and_certificates_match_the_binary() {
     let container = &deployment["spec"]["template"]["spec"]["containers"][0];
     let port = |name: &str| -> u64 {
         let ports = container["ports"].as_sequence().unwrap();
-        ports.iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no port {name}"))["containerPort"].as_u64().unwrap()
+        ports
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("no port {name}"))["containerPort"]
+            .as_u64()
+            .unwrap()
     };
-    assert_eq!(port("webhook"), u64::from(config.webhook_bind_address.port()));
-    assert_eq!(port("health"), u64::from(config.health_probe_bind_address.port()));
-    assert_eq!(port("metrics"), u64::from(config.metrics_bind_address.expect("metrics on").port()));
-    assert_eq!(config.webhook_bind_address, Config::defaults().webhook_bind_address, "the manifests use the defaults");
+    assert_eq!(
+        port("webhook"),
+        u64::from(config.webhook_bind_address.port())
+    );
+    assert_eq!(
+        port("health"),
+        u64::from(config.health_probe_bind_address.port())
+    );
+    assert_eq!(
+        port("metrics"),
+        u64::from(config.metrics_bind_address.expect("metrics on").port())
+    );
+    assert_eq!(
+        config.webhook_bind_address,
+        Config::defaults().webhook_bind_address,
+        "the manifests use the defaults"
+    );
 
-    assert_eq!(s(&container["readinessProbe"]["httpGet"]["path"]), "/readyz");
-    assert_eq!(s(&container["livenessProbe"]["httpGet"]["path"]), "/healthz");
+    assert_eq!(
+        s(&container["readinessProbe"]["httpGet"]["path"]),
+        "/readyz"
+    );
+    assert_eq!(
+        s(&container["livenessProbe"]["httpGet"]["path"]),
+        "/healthz"
+    );
     assert_eq!(s(&container["readinessProbe"]["httpGet"]["port"]), "health");
 
     // The Secret is mounted whole (never subPath) at the cert dir, and it is the one cert-manager writes.
-    let mount = container["volumeMounts"].as_sequence().unwrap().iter().find(|m| s(&m["mountPath"]) == config.cert_dir.to_str().unwrap()).expect("the Secret is mounted at --cert-dir");
-    assert!(mount.get("subPath").is_none(), "subPath mounts never update");
-    let volume = deployment["spec"]["template"]["spec"]["volumes"].as_sequence().unwrap().iter().find(|v| v["name"] == mount["name"]).unwrap();
+    let mount = container["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|m| s(&m["mountPath"]) == config.cert_dir.to_str().unwrap())
+        .expect("the Secret is mounted at --cert-dir");
+    assert!(
+        mount.get("subPath").is_none(),
+        "subPath mounts never update"
+    );
+    let volume = deployment["spec"]["template"]["spec"]["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .unwrap();
     let certificates = docs("certificates.yaml");
-    let serving = certificates.iter().filter(|d| d["kind"] == "Certificate").find(|d| d["spec"]["secretName"] == volume["secret"]["secretName"]).expect("a Certificate writes the mounted Secret");
-    assert_eq!((config.cert_name.as_str(), config.key_name.as_str()), ("tls.crt", "tls.key"), "cert-manager's key names");
+    let serving = certificates
+        .iter()
+        .filter(|d| d["kind"] == "Certificate")
+        .find(|d| d["spec"]["secretName"] == volume["secret"]["secretName"])
+        .expect("a Certificate writes the mounted Secret");
+    assert_eq!(
+        (config.cert_name.as_str(), config.key_name.as_str()),
+        ("tls.crt", "tls.key"),
+        "cert-manager's key names"
+    );
 
     // The serving certificate names the Service the webhooks call.
     let service = kind(&docs("service.yaml"), "Service").clone();
-    let dns = format!("{}.{}.svc", s(&service["metadata"]["name"]), s(&service["metadata"]["namespace"]));
-    let names: Vec<&str> = serving["spec"]["dnsNames"].as_sequence().unwrap().iter().map(s).collect();
+    let dns = format!(
+        "{}.{}.svc",
+        s(&service["metadata"]["name"]),
+        s(&service["metadata"]["namespace"])
+    );
+    let names: Vec<&str> = serving["spec"]["dnsNames"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(s)
+        .collect();
     assert!(names.contains(&dns.as_str()), "{names:?} lacks {dns}");
 
     // Service targets the webhook port; selectors match the pod labels.
-    assert_eq!(service["spec"]["ports"][0]["targetPort"].as_u64(), Some(port("webhook")));
+    assert_eq!(
+        service["spec"]["ports"][0]["targetPort"].as_u64(),
+        Some(port("webhook"))
+    );
     let labels = &deployment["spec"]["template"]["metadata"]["labels"];
     for (k, v) in service["spec"]["selector"].as_mapping().unwrap() {
         assert_eq!(&labels[k], v, "Service selector {k:?}");
     }
     // The drain fits in the pod's termination grace period.
-    let grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"].as_u64().unwrap();
-    assert!(config.shutdown_delay + config.shutdown_grace_period < std::time::Duration::from_secs(grace));
+    let grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        config.shutdown_delay + config.shutdown_grace_period
+            < std::time::Duration::from_secs(grace)
+    );
 }
 
 #[test]
 fn crd_defaults_are_the_webhook_defaults() {
-    let crd = kind(&docs("crd/memcached.c5c3.io_memcacheds.yaml"), "CustomResourceDefinition").clone();
+    let crd = kind(
+        &docs("crd/memcached.c5c3.io_memcacheds.yaml"),
+        "CustomResourceDefinition",
+    )
+    .clone();
     for version in crd["spec"]["versions"].as_sequence().unwrap() {
         let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
         let mc = &spec["memcached"]["properties"];
         assert_eq!(s(&spec["image"]["default"]), defaults::IMAGE);
-        assert!(spec["replicas"].get("default").is_none(), "replicas has no CRD default (autoscaling)");
-        assert_eq!(mc["maxMemoryMB"]["default"].as_i64(), Some(defaults::MAX_MEMORY_MB));
-        assert_eq!(mc["maxConnections"]["default"].as_i64(), Some(defaults::MAX_CONNECTIONS));
+        assert!(
+            spec["replicas"].get("default").is_none(),
+            "replicas has no CRD default (autoscaling)"
+        );
+        assert_eq!(
+            mc["maxMemoryMB"]["default"].as_i64(),
+            Some(defaults::MAX_MEMORY_MB)
+        );
+        assert_eq!(
+            mc["maxConnections"]["default"].as_i64(),
+            Some(defaults::MAX_CONNECTIONS)
+        );
         assert_eq!(mc["threads"]["default"].as_i64(), Some(defaults::THREADS));
         assert_eq!(s(&mc["maxItemSize"]["default"]), defaults::MAX_ITEM_SIZE);
         let monitoring = &spec["monitoring"]["properties"];
-        assert_eq!(s(&monitoring["exporterImage"]["default"]), defaults::EXPORTER_IMAGE);
+        assert_eq!(
+            s(&monitoring["exporterImage"]["default"]),
+            defaults::EXPORTER_IMAGE
+        );
         let sm = &monitoring["serviceMonitor"]["properties"];
-        assert_eq!(s(&sm["interval"]["default"]), defaults::SERVICE_MONITOR_INTERVAL);
-        assert_eq!(s(&sm["scrapeTimeout"]["default"]), defaults::SERVICE_MONITOR_SCRAPE_TIMEOUT);
+        assert_eq!(
+            s(&sm["interval"]["default"]),
+            defaults::SERVICE_MONITOR_INTERVAL
+        );
+        assert_eq!(
+            s(&sm["scrapeTimeout"]["default"]),
+            defaults::SERVICE_MONITOR_SCRAPE_TIMEOUT
+        );
         let ha = &spec["highAvailability"]["properties"];
-        assert_eq!(s(&ha["antiAffinityPreset"]["default"]), defaults::ANTI_AFFINITY_PRESET);
+        assert_eq!(
+            s(&ha["antiAffinityPreset"]["default"]),
+            defaults::ANTI_AFFINITY_PRESET
+        );
     }
 }

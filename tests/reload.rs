@@ -189,7 +189,7 @@ async fn rotations_under_load_lose_no_request() {
                     };
                     sender = client.sender;
                     requests += 1;
-                    if stop.load(Ordering::Relaxed) || (worker > 0 && requests % 5 == 0) {
+                    if stop.load(Ordering::Relaxed) || (worker > 0 && requests.is_multiple_of(5)) {
                         break;
                     }
                 }

@@ -10,11 +10,13 @@ mod cli;
 mod defaulting;
 /// Misbehaving clients are cut off on time while others are served.
 mod hardening;
+/// The manifests agree with the binary.
+mod manifests;
+/// /metrics after a known sequence of requests.
+mod metrics;
 /// POST /mutate end to end, and every malformed request.
 mod mutate;
 /// Certificate hot reload, client certificates, TLS versions.
 mod reload;
-/// The manifests agree with the binary.
-mod manifests;
 /// SIGTERM-style shutdown with a request in flight.
 mod shutdown;

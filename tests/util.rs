@@ -21,6 +21,7 @@ pub const MUTATE: &str = "/mutate-memcached-c5c3-io-v1beta1-memcached";
 pub struct TestServer {
     pub webhook: SocketAddr,
     pub health: SocketAddr,
+    pub metrics: Option<SocketAddr>,
     pub ca_pem: String,
     /// The certificate directory (tls.crt, tls.key), removed when the server is dropped.
     pub _dir: tempfile::TempDir,
@@ -55,10 +56,14 @@ pub async fn start_in(
     config.cert_dir = dir.path().into();
     config.webhook_bind_address = "127.0.0.1:0".parse().unwrap();
     config.health_probe_bind_address = "127.0.0.1:0".parse().unwrap();
-    config.metrics_bind_address = None;
+    config.metrics_bind_address = Some("127.0.0.1:0".parse().unwrap());
     configure(&mut config);
     let listeners = Listeners::bind(&config).await.unwrap();
-    let (webhook, health) = (listeners.webhook_addr(), listeners.health_addr());
+    let (webhook, health, metrics) = (
+        listeners.webhook_addr(),
+        listeners.health_addr(),
+        listeners.metrics_addr(),
+    );
     let (stop, stopped) = oneshot::channel();
     let task = tokio::spawn(server::run(config, listeners, async {
         let _ = stopped.await;
@@ -66,6 +71,7 @@ pub async fn start_in(
     let server = TestServer {
         webhook,
         health,
+        metrics,
         ca_pem,
         _dir: dir,
         stop: Some(stop),
@@ -98,23 +104,18 @@ impl TestServer {
 
     /// GET on the plain-HTTP probe port: (status, body).
     pub async fn probe(&self, path: &str) -> (u16, String) {
-        let Ok(tcp) = TcpStream::connect(self.health).await else {
-            return (0, String::new());
-        };
-        let (mut sender, conn) = http1::handshake(TokioIo::new(tcp)).await.unwrap();
-        tokio::spawn(conn);
-        let req = Request::get(path)
-            .header("host", "localhost")
-            .body(Full::new(Bytes::new()))
-            .unwrap();
-        let Ok(resp) = sender.send_request(req).await else {
-            return (0, String::new());
-        };
-        let status = resp.status().as_u16();
-        let body = resp.into_body().collect().await.unwrap().to_bytes();
-        (status, String::from_utf8_lossy(&body).into_owned())
+        get(self.health, path).await
     }
 
+    /// The metrics port's text.
+    pub async fn scrape(&self) -> String {
+        let (status, text) = get(self.metrics.expect("metrics on"), "/metrics").await;
+        assert_eq!(status, 200);
+        text
+    }
+}
+
+impl TestServer {
     /// A TLS connection to the webhook port offering `alpn`.
     pub async fn tls(&self, alpn: &[&[u8]]) -> std::io::Result<TlsStream<TcpStream>> {
         self.tls_as(alpn, None, None).await
@@ -240,5 +241,26 @@ impl hyper::body::Body for Chunks {
         _: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
         std::task::Poll::Ready(self.0.next().map(|b| Ok(hyper::body::Frame::data(b))))
+    }
+}
+
+/// A plain-HTTP GET: (status, body); status 0 when nothing answers.
+pub async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    {
+        let Ok(tcp) = TcpStream::connect(addr).await else {
+            return (0, String::new());
+        };
+        let (mut sender, conn) = http1::handshake(TokioIo::new(tcp)).await.unwrap();
+        tokio::spawn(conn);
+        let req = Request::get(path)
+            .header("host", "localhost")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let Ok(resp) = sender.send_request(req).await else {
+            return (0, String::new());
+        };
+        let status = resp.status().as_u16();
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
     }
 }

@@ -117,6 +117,7 @@ fn an_object_that_breaks_its_types_is_answered_with_code_400() {
             assert_eq!(
                 verdict,
                 Verdict {
+                    operation: Some(Operation::Create),
                     allowed: false,
                     code: 400,
                     patched: false,

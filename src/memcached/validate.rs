@@ -27,7 +27,9 @@ pub enum ErrorKind {
 impl std::fmt::Display for FieldError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.kind {
-            ErrorKind::Invalid(value) => write!(f, "{}: Invalid value: {value}: {}", self.field, self.detail),
+            ErrorKind::Invalid(value) => {
+                write!(f, "{}: Invalid value: {value}: {}", self.field, self.detail)
+            }
             ErrorKind::Required => write!(f, "{}: Required value: {}", self.field, self.detail),
         }
     }
@@ -37,10 +39,20 @@ impl FieldError {
     /// The `status.details.causes[]` entry: reason, the error body without the path, the path.
     pub fn cause(&self) -> Cause {
         let (reason, message) = match &self.kind {
-            ErrorKind::Invalid(value) => ("FieldValueInvalid", format!("Invalid value: {value}: {}", self.detail)),
-            ErrorKind::Required => ("FieldValueRequired", format!("Required value: {}", self.detail)),
+            ErrorKind::Invalid(value) => (
+                "FieldValueInvalid",
+                format!("Invalid value: {value}: {}", self.detail),
+            ),
+            ErrorKind::Required => (
+                "FieldValueRequired",
+                format!("Required value: {}", self.detail),
+            ),
         };
-        Cause { reason, message, field: self.field.clone() }
+        Cause {
+            reason,
+            message,
+            field: self.field.clone(),
+        }
     }
 }
 

@@ -51,6 +51,7 @@ pub(crate) struct Shared {
     pub builder: Arc<auto::Builder<TokioExecutor>>,
     pub app: Arc<App>,
     pub limits: Arc<Limits>,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Shared {
@@ -61,13 +62,17 @@ impl Shared {
             Ok(Ok(tls)) => tls,
             Ok(Err(e)) => {
                 tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                self.metrics.handshake_failures.inc();
                 return;
             }
             Err(_) => {
                 tracing::debug!(%peer, "TLS handshake timed out");
+                self.metrics.handshake_timeouts.inc();
                 return;
             }
         };
+        self.metrics.connections_open.inc();
+        let _open = Open(&self.metrics.connections_open);
         // HTTP/2 clients send frames (pings, window updates) between requests: only HTTP/1 bytes
         // on an idle connection mean a request has started.
         let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
@@ -226,5 +231,14 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
 
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
+    }
+}
+
+/// Decrements the open-connections gauge however the connection ends.
+struct Open<'a>(&'a prometheus_client::metrics::gauge::Gauge);
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }

@@ -1,6 +1,6 @@
 //! The plain-HTTP probe port: `GET /healthz` answers 200 while the process runs; `GET /readyz`
 //! answers 200 only while a certificate is loaded, the webhook listener accepts and no
-//! shutdown has begun (503 with the reason otherwise).
+//! shutdown has begun (503 with the reason otherwise). The metrics port is served the same way.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -17,16 +17,47 @@ use super::route::text;
 
 /// Serves probes until the task is aborted.
 pub async fn serve(listener: TcpListener, state: Arc<State>) {
+    plain(listener, move |method, path| answer(&state, method, path)).await
+}
+
+/// Serves `GET /metrics` until the task is aborted.
+pub async fn serve_metrics(listener: TcpListener, exporter: Arc<crate::metrics::Exporter>) {
+    plain(listener, move |method, path| match (method, path) {
+        (&Method::GET, "/metrics") => {
+            let mut response = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(
+                exporter.render(),
+            )));
+            response.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static(
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                ),
+            );
+            response
+        }
+        _ => text(StatusCode::NOT_FOUND, "metrics are at GET /metrics\n"),
+    })
+    .await
+}
+
+type Answer = hyper::Response<http_body_util::Full<bytes::Bytes>>;
+
+/// A small plain-HTTP/1.1 server whose every answer comes from `answer(method, path)`.
+async fn plain(
+    listener: TcpListener,
+    answer: impl Fn(&Method, &str) -> Answer + Send + Sync + 'static,
+) {
+    let answer = Arc::new(answer);
     loop {
         let Ok((tcp, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        let state = state.clone();
+        let answer = answer.clone();
         tokio::spawn(async move {
             let service = service_fn(move |req: Request<hyper::body::Incoming>| {
-                let state = state.clone();
-                async move { Ok::<_, Infallible>(answer(&state, req.method(), req.uri().path())) }
+                let response = answer(req.method(), req.uri().path());
+                async move { Ok::<_, Infallible>(response) }
             });
             let _ = http1::Builder::new()
                 .timer(TokioTimer::new())

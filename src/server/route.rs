@@ -15,17 +15,21 @@ use hyper::{Method, Request, Response, StatusCode};
 
 use crate::admission::{self, MUTATE_PATH, VALIDATE_PATH, Webhook};
 use crate::config::Config;
+use crate::metrics::{BadRequest, Metrics};
+use std::sync::Arc;
 
 /// The webhook port's request handler.
 #[derive(Debug)]
 pub struct App {
+    metrics: Arc<Metrics>,
     max_request_bytes: usize,
     body_read_timeout: Duration,
 }
 
 impl App {
-    pub fn new(config: &Config) -> Self {
+    pub fn new(config: &Config, metrics: Arc<Metrics>) -> Self {
         App {
+            metrics,
             max_request_bytes: config.max_request_bytes,
             body_read_timeout: config.body_read_timeout,
         }
@@ -37,13 +41,32 @@ impl App {
             MUTATE_PATH => Webhook::Mutate,
             VALIDATE_PATH => Webhook::Validate,
             _ => {
+                self.metrics.bad_request(BadRequest::NotFound);
                 return text(
                     StatusCode::NOT_FOUND,
                     "no such path; the webhooks are served at /mutate-memcached-c5c3-io-v1beta1-memcached and /validate-memcached-c5c3-io-v1beta1-memcached\n",
                 );
             }
         };
+        let metrics = self.metrics.webhook(webhook);
+        metrics.in_flight.inc();
+        // Decrements even when the client goes away mid-request and this future is dropped.
+        let _in_flight = InFlight(&metrics.in_flight);
+        let response = self.answer(webhook, req, started).await;
+        metrics.latency.observe(started.elapsed().as_secs_f64());
+        metrics.request(response.status().as_u16());
+        response
+    }
+
+    async fn answer(
+        &self,
+        webhook: Webhook,
+        req: Request<Incoming>,
+        started: Instant,
+    ) -> Response<Full<Bytes>> {
+        let bad = |reason| self.metrics.bad_request(reason);
         if req.method() != Method::POST {
+            bad(BadRequest::Method);
             let mut response = text(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "the webhooks accept POST only\n",
@@ -54,6 +77,7 @@ impl App {
             return response;
         }
         if !is_json(req.headers().get(CONTENT_TYPE)) {
+            bad(BadRequest::ContentType);
             return text(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "Content-Type must be application/json\n",
@@ -64,6 +88,7 @@ impl App {
             .get(CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
         if declared.is_some_and(|n| n > self.max_request_bytes as u64) {
+            bad(BadRequest::TooLarge);
             return self.too_large();
         }
         // One allocation, sized for the body and the parser's padding.
@@ -76,13 +101,18 @@ impl App {
         .await
         {
             Err(_) => {
+                bad(BadRequest::Timeout);
                 return text(
                     StatusCode::REQUEST_TIMEOUT,
                     "the request body did not arrive in time\n",
                 );
             }
-            Ok(Err(BodyError::TooLarge)) => return self.too_large(),
+            Ok(Err(BodyError::TooLarge)) => {
+                bad(BadRequest::TooLarge);
+                return self.too_large();
+            }
             Ok(Err(BodyError::Read(e))) => {
+                bad(BadRequest::Unreadable);
                 tracing::debug!(error = %e, "reading the request body failed");
                 return text(
                     StatusCode::BAD_REQUEST,
@@ -97,18 +127,23 @@ impl App {
             admission::review(webhook, &mut body, &mut out, started)
         }));
         match reviewed {
-            Ok(Ok(_)) => {
+            Ok(Ok(verdict)) => {
+                self.metrics
+                    .webhook(webhook)
+                    .admission(verdict.operation, &verdict);
                 let mut response = Response::new(Full::new(Bytes::from(out)));
                 response
                     .headers_mut()
                     .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
                 response
             }
-            Ok(Err(bad)) => {
-                tracing::info!(webhook = webhook.path(), reason = %bad, "rejected a body that is not an AdmissionReview");
-                text(StatusCode::BAD_REQUEST, &format!("{bad}\n"))
+            Ok(Err(reason)) => {
+                bad(BadRequest::NotAdmissionReview);
+                tracing::info!(webhook = webhook.path(), reason = %reason, "rejected a body that is not an AdmissionReview");
+                text(StatusCode::BAD_REQUEST, &format!("{reason}\n"))
             }
             Err(_) => {
+                bad(BadRequest::Panic);
                 tracing::error!(
                     webhook = webhook.path(),
                     "the admission handler panicked; answered 500"
@@ -126,6 +161,14 @@ impl App {
                 self.max_request_bytes
             ),
         )
+    }
+}
+
+struct InFlight<'a>(&'a prometheus_client::metrics::gauge::Gauge);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }
 

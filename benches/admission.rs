@@ -1,0 +1,513 @@
+//! The in-process hot path, bytes in to bytes out: `admission::review` (parse with simd-json
+//! into a reused tape, read the borrowed view, decide, write the patch and the response) for
+//! every fixture and both webhooks, next to the conventional serde_json approach:
+//! `serde_json::Value`, defaults applied to a clone, `json_patch::diff`, a `Value` response
+//! with the base64 patch, `serde_json::to_vec`.
+//!
+//! ```text
+//! cargo bench --bench admission                                  # full criterion run
+//! cargo bench --bench admission -- --warm-up-time 1 --measurement-time 3
+//! cargo bench --bench admission -- typical-create                # one fixture
+//! ```
+//!
+//! After criterion, two tables: allocations per request (a counting global allocator), and
+//! an indicative ours/baseline ratio from a quick best-of-N wall-clock loop.
+//!
+//! Honesty rules: each of our iterations copies the fixture into a fresh `Vec` sized like the
+//! server's (`route.rs`: body length + simd-json padding) and allocates the response buffer
+//! as the server does; both are timed (the `copy-only` row shows what the copy costs alone).
+//! The baseline parses straight from the shared fixture slice, as `serde_json::from_slice` on
+//! collected `Bytes` would, so it is not charged for a copy it does not need.
+
+// The counting allocator below needs `unsafe impl GlobalAlloc`; the crate forbids unsafe code
+// and the `[lints]` table applies to bench targets too. Sound: see the comment on the impl.
+#![allow(unsafe_code)]
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use memcached_webhook::admission::{self, Webhook};
+use serde_json::Value;
+
+use common::Fixture;
+
+// === the counting allocator ===
+
+/// Forwards every call to [`System`] and, while [`COUNTING`] is set, counts it.
+struct Counting;
+
+/// Off while criterion measures, so timings pay one relaxed load per allocation, not two
+/// atomic adds (which would cost the allocation-heavy baseline more than us).
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+static ALLOCATED_BYTES: AtomicU64 = AtomicU64::new(0);
+
+fn count(bytes: usize) {
+    if COUNTING.load(Relaxed) {
+        ALLOCATIONS.fetch_add(1, Relaxed);
+        ALLOCATED_BYTES.fetch_add(bytes as u64, Relaxed);
+    }
+}
+
+// SAFETY: every method passes its arguments unchanged to the same method of `System` (which
+// implements `GlobalAlloc` correctly) and returns its result unchanged, so each of the
+// trait's contracts (layout, alignment, ownership of the pointer) is exactly System's. The
+// only extra work is `count`: an atomic load and two atomic adds on statics, which neither
+// allocate (no re-entrancy) nor unwind.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count(layout.size());
+        // SAFETY: the caller upholds `alloc`'s contract, which is forwarded as is.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count(layout.size());
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from System (every allocation above is System's) with `layout`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count(new_size);
+        // SAFETY: as for `dealloc`; `new_size` is the caller's, checked by the caller.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// (allocations, bytes requested) per call of `f`, averaged over `iters` calls. Criterion is
+/// single-threaded here (no rayon without its default features), so nothing else counts.
+fn allocations_per_call(iters: u64, mut f: impl FnMut()) -> (f64, f64) {
+    ALLOCATIONS.store(0, Relaxed);
+    ALLOCATED_BYTES.store(0, Relaxed);
+    COUNTING.store(true, Relaxed);
+    for _ in 0..iters {
+        f();
+    }
+    COUNTING.store(false, Relaxed);
+    let n = iters as f64;
+    (
+        ALLOCATIONS.load(Relaxed) as f64 / n,
+        ALLOCATED_BYTES.load(Relaxed) as f64 / n,
+    )
+}
+
+// === the two implementations ===
+
+/// Ours, as `route.rs` calls it: a fresh body buffer (length + padding, so the padding does
+/// not reallocate), a fresh 512-byte response buffer, `admission::review`.
+fn ours(webhook: Webhook, fixture: &[u8]) -> Vec<u8> {
+    let mut body = Vec::with_capacity(fixture.len() + simd_json::INPUT_PADDING);
+    body.extend_from_slice(fixture);
+    let mut out = Vec::with_capacity(512);
+    admission::review(webhook, &mut body, &mut out, Instant::now())
+        .expect("every fixture is an answerable AdmissionReview");
+    out
+}
+
+/// Just the copy `ours` starts with (and the free), to read its share of `ours`.
+fn copy_only(fixture: &[u8]) -> Vec<u8> {
+    let mut body = Vec::with_capacity(fixture.len() + simd_json::INPUT_PADDING);
+    body.extend_from_slice(fixture);
+    body
+}
+
+/// The conventional Rust webhook: a `serde_json::Value` DOM, defaults applied to a clone of
+/// the object, `json_patch::diff` to find the patch, a `Value` response serialised with
+/// `serde_json::to_vec`. Same rules as `memcached::defaults`, written the way one would
+/// write them against a DOM.
+mod baseline {
+    use super::*;
+    use memcached_webhook::memcached::defaults as d;
+    use serde_json::json;
+
+    pub fn review(webhook: Webhook, body: &[u8]) -> Vec<u8> {
+        let review: Value = serde_json::from_slice(body).expect("the fixture is JSON");
+        let request = &review["request"];
+        let api_version = review["apiVersion"]
+            .as_str()
+            .unwrap_or("admission.k8s.io/v1");
+        let mut response = json!({ "uid": request["uid"], "allowed": true });
+        let operation = request["operation"].as_str().unwrap_or_default();
+        let object = &request["object"];
+        if webhook == Webhook::Mutate
+            && matches!(operation, "CREATE" | "UPDATE")
+            && request["kind"]["group"] == "memcached.c5c3.io"
+            && request["kind"]["kind"] == "Memcached"
+            && object.is_object()
+        {
+            let mut defaulted = object.clone();
+            let warnings = apply_defaults(&mut defaulted);
+            let patch = json_patch::diff(object, &defaulted);
+            if !patch.0.is_empty() {
+                let patch = serde_json::to_vec(&patch).expect("a patch serialises");
+                response["patchType"] = json!("JSONPatch");
+                response["patch"] = json!(base64::engine::general_purpose::STANDARD.encode(patch));
+            }
+            if !warnings.is_empty() {
+                response["warnings"] = json!(warnings);
+            }
+        }
+        let answer = json!({
+            "apiVersion": api_version,
+            "kind": "AdmissionReview",
+            "response": response,
+        });
+        serde_json::to_vec(&answer).expect("a Value serialises")
+    }
+
+    /// Go's "unset": absent or null.
+    fn unset(v: Option<&Value>) -> bool {
+        v.is_none_or(Value::is_null)
+    }
+
+    /// Go's zero value of a string field: absent, null or "".
+    fn empty_str(v: Option<&Value>) -> bool {
+        v.and_then(Value::as_str).is_none_or(str::is_empty)
+    }
+
+    /// The defaulting rules of `memcached-defaulting-webhook.txt`, on a DOM.
+    pub fn apply_defaults(object: &mut Value) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let Some(object) = object.as_object_mut() else {
+            return warnings;
+        };
+        let spec = object.entry("spec").or_insert_with(|| json!({}));
+        if spec.is_null() {
+            *spec = json!({});
+        }
+        let Some(spec) = spec.as_object_mut() else {
+            return warnings;
+        };
+        let autoscaling = spec.get("autoscaling").filter(|a| a.is_object()).cloned();
+        let autoscaling_enabled = autoscaling
+            .as_ref()
+            .and_then(|a| a.get("enabled"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+
+        if autoscaling_enabled {
+            if let Some(replicas) = spec.get("replicas").filter(|r| !r.is_null()).cloned() {
+                spec.remove("replicas");
+                warnings.push(format!(
+                    "spec.replicas: removed the value {replicas} because spec.autoscaling.enabled is true"
+                ));
+            }
+        } else if unset(spec.get("replicas")) {
+            spec.insert("replicas".into(), json!(d::REPLICAS));
+        }
+        if unset(spec.get("image")) {
+            spec.insert("image".into(), json!(d::IMAGE));
+        }
+
+        let memcached = spec.entry("memcached").or_insert_with(|| json!({}));
+        if memcached.is_null() {
+            *memcached = json!({});
+        }
+        if let Some(m) = memcached.as_object_mut() {
+            for (key, default) in [
+                ("maxMemoryMB", d::MAX_MEMORY_MB),
+                ("maxConnections", d::MAX_CONNECTIONS),
+                ("threads", d::THREADS),
+            ] {
+                if m.get(key).and_then(Value::as_i64).is_none_or(|v| v == 0) {
+                    m.insert(key.into(), json!(default));
+                }
+            }
+            if empty_str(m.get("maxItemSize")) {
+                m.insert("maxItemSize".into(), json!(d::MAX_ITEM_SIZE));
+            }
+        }
+
+        if let Some(monitoring) = spec.get_mut("monitoring").and_then(Value::as_object_mut) {
+            if unset(monitoring.get("exporterImage")) {
+                monitoring.insert("exporterImage".into(), json!(d::EXPORTER_IMAGE));
+            }
+            if let Some(sm) = monitoring
+                .get_mut("serviceMonitor")
+                .and_then(Value::as_object_mut)
+            {
+                if empty_str(sm.get("interval")) {
+                    sm.insert("interval".into(), json!(d::SERVICE_MONITOR_INTERVAL));
+                }
+                if empty_str(sm.get("scrapeTimeout")) {
+                    sm.insert(
+                        "scrapeTimeout".into(),
+                        json!(d::SERVICE_MONITOR_SCRAPE_TIMEOUT),
+                    );
+                }
+            }
+        }
+
+        if let Some(ha) = spec
+            .get_mut("highAvailability")
+            .and_then(Value::as_object_mut)
+            && unset(ha.get("antiAffinityPreset"))
+        {
+            ha.insert("antiAffinityPreset".into(), json!(d::ANTI_AFFINITY_PRESET));
+        }
+
+        if autoscaling_enabled
+            && let Some(a) = spec.get_mut("autoscaling").and_then(Value::as_object_mut)
+        {
+            let no_metrics = a
+                .get("metrics")
+                .is_none_or(|m| m.is_null() || m.as_array().is_some_and(Vec::is_empty));
+            if no_metrics {
+                a.insert(
+                    "metrics".into(),
+                    json!([{
+                        "type": "Resource",
+                        "resource": {
+                            "name": "cpu",
+                            "target": {"type": "Utilization", "averageUtilization": d::CPU_UTILIZATION},
+                        },
+                    }]),
+                );
+            }
+            if unset(a.get("behavior")) {
+                a.insert(
+                    "behavior".into(),
+                    json!({"scaleDown": {"stabilizationWindowSeconds": d::SCALE_DOWN_STABILIZATION_SECONDS}}),
+                );
+            }
+        }
+        warnings
+    }
+}
+
+// === checks before measuring: both implementations answer the same ===
+
+/// The object after applying the response's patch (or unchanged without one), and warnings.
+fn outcome(review: &[u8], response: &[u8]) -> (Value, usize, bool) {
+    let review: Value = serde_json::from_slice(review).expect("the fixture is JSON");
+    let response: Value = serde_json::from_slice(response).expect("the answer is JSON");
+    let r = &response["response"];
+    assert_eq!(r["uid"], review["request"]["uid"], "uid echoed");
+    assert_eq!(r["allowed"], true, "allowed");
+    let mut object = review["request"]["object"].clone();
+    let patched = r.get("patch").is_some();
+    if let Some(b64) = r["patch"].as_str() {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .expect("the patch is base64");
+        let patch: json_patch::Patch =
+            serde_json::from_slice(&bytes).expect("the patch is a JSON Patch");
+        json_patch::patch(&mut object, &patch).expect("the patch applies");
+    }
+    let warnings = r["warnings"].as_array().map_or(0, Vec::len);
+    (object, warnings, patched)
+}
+
+fn check(fixture: &Fixture) {
+    for webhook in [Webhook::Mutate, Webhook::Validate] {
+        let (ours_object, ours_warnings, ours_patched) =
+            outcome(&fixture.body, &ours(webhook, &fixture.body));
+        let (base_object, base_warnings, base_patched) =
+            outcome(&fixture.body, &baseline::review(webhook, &fixture.body));
+        let name = fixture.name;
+        assert_eq!(
+            ours_object, base_object,
+            "{name} {webhook:?}: ours and the baseline default alike"
+        );
+        assert_eq!(ours_warnings, base_warnings, "{name} {webhook:?}: warnings");
+        let expected = webhook == Webhook::Mutate && fixture.patched;
+        assert_eq!(ours_patched, expected, "{name} {webhook:?}: ours patches");
+        assert_eq!(
+            base_patched, expected,
+            "{name} {webhook:?}: baseline patches"
+        );
+    }
+}
+
+// === criterion ===
+
+fn webhook_name(webhook: Webhook) -> &'static str {
+    match webhook {
+        Webhook::Mutate => "mutate",
+        Webhook::Validate => "validate",
+    }
+}
+
+fn benches(c: &mut Criterion) {
+    // No subscriber is installed, so the global max level stays OFF and the per-request
+    // `tracing::info!` in admission::log returns after one relaxed load, its fields
+    // (`started.elapsed()` included) unevaluated.
+    assert_eq!(
+        tracing::level_filters::LevelFilter::current(),
+        tracing::level_filters::LevelFilter::OFF,
+        "benches measure the hot path without logging"
+    );
+    for fixture in common::all() {
+        check(&fixture);
+        let body = fixture.body.as_slice();
+        let large = body.len() > 64 * 1024;
+        let mut group = c.benchmark_group(format!("admission/{}", fixture.name));
+        group.throughput(Throughput::Bytes(body.len() as u64));
+        if large {
+            group.sample_size(30);
+        }
+        for webhook in [Webhook::Mutate, Webhook::Validate] {
+            let w = webhook_name(webhook);
+            group.bench_with_input(BenchmarkId::new("ours", w), body, |b, body| {
+                b.iter(|| ours(webhook, black_box(body)));
+            });
+            group.bench_with_input(BenchmarkId::new("baseline", w), body, |b, body| {
+                b.iter(|| baseline::review(webhook, black_box(body)));
+            });
+        }
+        group.bench_with_input(BenchmarkId::new("copy-only", "body"), body, |b, body| {
+            b.iter(|| copy_only(black_box(body)));
+        });
+        // The same review on a body copied outside the timing (criterion's batched setup): our
+        // cost without the copy and the allocation of the body buffer.
+        group.bench_with_input(
+            BenchmarkId::new("ours-precopied", "mutate"),
+            body,
+            |b, body| {
+                b.iter_batched(
+                    || copy_only(body),
+                    |mut copy| {
+                        let mut out = Vec::with_capacity(512);
+                        admission::review(Webhook::Mutate, &mut copy, &mut out, Instant::now())
+                            .expect("answerable");
+                        (copy, out)
+                    },
+                    if large {
+                        BatchSize::LargeInput
+                    } else {
+                        BatchSize::SmallInput
+                    },
+                );
+            },
+        );
+        group.finish();
+    }
+}
+
+// === the summary tables, printed after criterion ===
+
+/// Whether criterion is measuring (`cargo bench`), not testing (`cargo test --benches`,
+/// `--test`) or listing: the same rule as criterion's own argument parsing.
+fn benchmarking() -> bool {
+    let args: Vec<String> = std::env::args().collect();
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    has("--bench")
+        && !has("--test")
+        && !has("--list")
+        && !args.iter().any(|a| a.starts_with("--profile-time"))
+}
+
+fn fmt_time(seconds: f64) -> String {
+    if seconds < 1e-3 {
+        format!("{:.2} µs", seconds * 1e6)
+    } else {
+        format!("{:.3} ms", seconds * 1e3)
+    }
+}
+
+/// Best (lowest) time per call over `rounds` batches of about `batch` wall time each.
+fn best_of(rounds: usize, batch: Duration, mut f: impl FnMut()) -> f64 {
+    let started = Instant::now();
+    f();
+    let one = started.elapsed().as_secs_f64().max(1e-8);
+    let per_batch = ((batch.as_secs_f64() / one) as u64).clamp(1, 1_000_000);
+    let mut best = f64::MAX;
+    for _ in 0..rounds {
+        let started = Instant::now();
+        for _ in 0..per_batch {
+            f();
+        }
+        best = best.min(started.elapsed().as_secs_f64() / per_batch as f64);
+    }
+    best
+}
+
+fn summary() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let fixtures = common::all();
+    let full = benchmarking();
+
+    println!(
+        "\nAllocations per request (counting global allocator, after one warm-up call per path;"
+    );
+    println!(
+        "ours includes the server's two per-request buffers: the body copy and the response):\n"
+    );
+    println!(
+        "| fixture | bytes in | webhook | ours allocs | ours bytes | baseline allocs | baseline bytes |"
+    );
+    println!("|---|---:|---|---:|---:|---:|---:|");
+    for fixture in &fixtures {
+        let body = fixture.body.as_slice();
+        let iters = if body.len() > 64 * 1024 { 5 } else { 200 };
+        for webhook in [Webhook::Mutate, Webhook::Validate] {
+            // Warm up: the thread-local tape and buffers grow to this fixture's size once.
+            black_box(ours(webhook, body));
+            black_box(baseline::review(webhook, body));
+            let (oa, ob) = allocations_per_call(iters, || {
+                black_box(ours(webhook, black_box(body)));
+            });
+            let (ba, bb) = allocations_per_call(iters, || {
+                black_box(baseline::review(webhook, black_box(body)));
+            });
+            println!(
+                "| {} | {} | {} | {oa:.1} | {ob:.0} | {ba:.1} | {bb:.0} |",
+                fixture.name,
+                body.len(),
+                webhook_name(webhook)
+            );
+        }
+    }
+
+    let (rounds, batch) = if full {
+        (7, Duration::from_millis(30))
+    } else {
+        (1, Duration::from_millis(1))
+    };
+    println!(
+        "\nIndicative ratio (own loop, not criterion: best of {rounds} wall-clock batches of ~{} ms, \
+         ours and baseline interleaved; a noisy shared machine, so read the criterion numbers above):\n",
+        batch.as_millis()
+    );
+    for fixture in &fixtures {
+        let body = fixture.body.as_slice();
+        for webhook in [Webhook::Mutate, Webhook::Validate] {
+            let (mut ours_best, mut base_best) = (f64::MAX, f64::MAX);
+            for _ in 0..rounds {
+                ours_best = ours_best.min(best_of(1, batch, || {
+                    black_box(ours(webhook, black_box(body)));
+                }));
+                base_best = base_best.min(best_of(1, batch, || {
+                    black_box(baseline::review(webhook, black_box(body)));
+                }));
+            }
+            println!(
+                "indicative: {:<16} {:<8} ours {:>10}  baseline {:>10}  baseline/ours {:>5.1}x",
+                fixture.name,
+                webhook_name(webhook),
+                fmt_time(ours_best),
+                fmt_time(base_best),
+                base_best / ours_best
+            );
+        }
+    }
+}
+
+criterion_group!(admission_benches, benches);
+criterion_main!(admission_benches, summary);

@@ -1,0 +1,397 @@
+//! Prometheus metrics, served as text on `--metrics-bind-address` (`GET /metrics`). The names
+//! `controller_runtime_webhook_*` match controller-runtime's, so existing dashboards keep
+//! working. Label handles are resolved once here; a request costs a few atomic adds.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::admission::{Operation, Verdict, Webhook};
+
+type Labels = Vec<(&'static str, &'static str)>;
+
+/// Latency buckets from 10 µs to 10 s: an answer normally takes tens of microseconds.
+const LATENCY_BUCKETS: [f64; 16] = [
+    1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.5, 1.0,
+    10.0,
+];
+
+/// HTTP status codes the webhook port answers with, resolved up front.
+const CODES: [(u16, &str); 10] = [
+    (200, "200"),
+    (400, "400"),
+    (404, "404"),
+    (405, "405"),
+    (408, "408"),
+    (413, "413"),
+    (415, "415"),
+    (431, "431"),
+    (500, "500"),
+    (503, "503"),
+];
+
+/// Why a request was answered with an HTTP error instead of an AdmissionReview.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BadRequest {
+    NotFound,
+    Method,
+    ContentType,
+    TooLarge,
+    Timeout,
+    Unreadable,
+    NotAdmissionReview,
+    Panic,
+}
+
+impl BadRequest {
+    const ALL: [BadRequest; 8] = [
+        BadRequest::NotFound,
+        BadRequest::Method,
+        BadRequest::ContentType,
+        BadRequest::TooLarge,
+        BadRequest::Timeout,
+        BadRequest::Unreadable,
+        BadRequest::NotAdmissionReview,
+        BadRequest::Panic,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            BadRequest::NotFound => "not_found",
+            BadRequest::Method => "method_not_allowed",
+            BadRequest::ContentType => "unsupported_media_type",
+            BadRequest::TooLarge => "too_large",
+            BadRequest::Timeout => "body_timeout",
+            BadRequest::Unreadable => "body_unreadable",
+            BadRequest::NotAdmissionReview => "not_admission_review",
+            BadRequest::Panic => "panic",
+        }
+    }
+}
+
+/// Per-webhook handles.
+#[derive(Debug)]
+pub struct WebhookMetrics {
+    pub latency: Histogram,
+    pub in_flight: Gauge,
+    requests: Vec<(u16, Counter)>,
+    requests_other: Counter,
+    /// Indexed by [`operation_index`] * 2 + denied.
+    admissions: Vec<Counter>,
+    pub warnings: Counter,
+}
+
+impl WebhookMetrics {
+    pub fn request(&self, code: u16) {
+        match self.requests.iter().find(|(c, _)| *c == code) {
+            Some((_, counter)) => counter.inc(),
+            None => self.requests_other.inc(),
+        };
+    }
+
+    pub fn admission(&self, operation: Option<Operation>, verdict: &Verdict) {
+        let i = operation_index(operation) * 2 + usize::from(!verdict.allowed);
+        self.admissions[i].inc();
+        if verdict.warnings > 0 {
+            self.warnings.inc_by(verdict.warnings as u64);
+        }
+    }
+}
+
+fn operation_index(operation: Option<Operation>) -> usize {
+    match operation {
+        Some(Operation::Create) => 0,
+        Some(Operation::Update) => 1,
+        Some(Operation::Delete) => 2,
+        Some(Operation::Connect) => 3,
+        None => 4,
+    }
+}
+
+/// Every metric the process exports.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    pub mutate: WebhookMetrics,
+    pub validate: WebhookMetrics,
+    bad_requests: Vec<Counter>,
+    pub handshake_failures: Counter,
+    pub handshake_timeouts: Counter,
+    pub connections_open: Gauge,
+    pub cert_reloads_ok: Counter,
+    pub cert_reloads_failed: Counter,
+    /// The served leaf certificate's notAfter, Unix seconds: alert before it passes.
+    pub cert_expiry: Gauge,
+    process: Process,
+}
+
+#[derive(Debug, Default)]
+struct Process {
+    start_time: Gauge<f64, AtomicU64>,
+    cpu_seconds: Counter<f64, AtomicU64>,
+    cpu_seen: std::sync::Mutex<f64>,
+    resident_bytes: Gauge,
+    open_fds: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let requests = Family::<Labels, Counter>::default();
+        let latency =
+            Family::<Labels, Histogram>::new_with_constructor(|| Histogram::new(LATENCY_BUCKETS));
+        let in_flight = Family::<Labels, Gauge>::default();
+        let admissions = Family::<Labels, Counter>::default();
+        let warnings = Family::<Labels, Counter>::default();
+        let per_webhook = |webhook: Webhook| {
+            let path = webhook.path();
+            let mut admission_handles = Vec::new();
+            for op in ["CREATE", "UPDATE", "DELETE", "CONNECT", "unknown"] {
+                for verdict in ["allowed", "denied"] {
+                    let labels = vec![("webhook", path), ("operation", op), ("verdict", verdict)];
+                    admission_handles.push(admissions.get_or_create(&labels).clone());
+                }
+            }
+            WebhookMetrics {
+                latency: latency.get_or_create(&vec![("webhook", path)]).clone(),
+                in_flight: in_flight.get_or_create(&vec![("webhook", path)]).clone(),
+                requests: CODES
+                    .iter()
+                    .map(|&(code, label)| {
+                        (
+                            code,
+                            requests
+                                .get_or_create(&vec![("webhook", path), ("code", label)])
+                                .clone(),
+                        )
+                    })
+                    .collect(),
+                requests_other: requests
+                    .get_or_create(&vec![("webhook", path), ("code", "other")])
+                    .clone(),
+                admissions: admission_handles,
+                warnings: warnings.get_or_create(&vec![("webhook", path)]).clone(),
+            }
+        };
+        let (mutate, validate) = (per_webhook(Webhook::Mutate), per_webhook(Webhook::Validate));
+        registry.register(
+            "controller_runtime_webhook_requests",
+            "HTTP requests by webhook path and status code",
+            requests,
+        );
+        registry.register(
+            "controller_runtime_webhook_latency_seconds",
+            "Time to answer a webhook request",
+            latency,
+        );
+        registry.register(
+            "controller_runtime_webhook_requests_in_flight",
+            "Webhook requests being answered",
+            in_flight,
+        );
+        registry.register(
+            "memcached_webhook_admissions",
+            "Admission decisions by webhook, operation and verdict",
+            admissions,
+        );
+        registry.register(
+            "memcached_webhook_warnings",
+            "Warnings returned to clients",
+            warnings,
+        );
+
+        let bad = Family::<Labels, Counter>::default();
+        let bad_requests = BadRequest::ALL
+            .iter()
+            .map(|r| bad.get_or_create(&vec![("reason", r.label())]).clone())
+            .collect();
+        registry.register(
+            "memcached_webhook_bad_requests",
+            "Requests answered with an HTTP error, by reason",
+            bad,
+        );
+
+        let handshakes = Family::<Labels, Counter>::default();
+        let handshake_failures = handshakes.get_or_create(&vec![("reason", "error")]).clone();
+        let handshake_timeouts = handshakes
+            .get_or_create(&vec![("reason", "timeout")])
+            .clone();
+        registry.register(
+            "memcached_webhook_tls_handshake_failures",
+            "TLS handshakes that failed or timed out",
+            handshakes,
+        );
+        let connections_open = Gauge::default();
+        registry.register(
+            "memcached_webhook_connections_open",
+            "Open connections on the webhook port",
+            connections_open.clone(),
+        );
+
+        let reloads = Family::<Labels, Counter>::default();
+        let cert_reloads_ok = reloads.get_or_create(&vec![("result", "success")]).clone();
+        let cert_reloads_failed = reloads.get_or_create(&vec![("result", "failure")]).clone();
+        registry.register(
+            "memcached_webhook_certificate_reloads",
+            "Serving certificate loads by result",
+            reloads,
+        );
+        let cert_expiry = Gauge::default();
+        registry.register(
+            "memcached_webhook_certificate_expiry_timestamp_seconds",
+            "notAfter of the served certificate (Unix seconds)",
+            cert_expiry.clone(),
+        );
+
+        let process = Process::default();
+        let start = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        process.start_time.set(start);
+        registry.register(
+            "process_start_time_seconds",
+            "Start time of the process (Unix seconds)",
+            process.start_time.clone(),
+        );
+        registry.register(
+            "process_cpu_seconds",
+            "User and system CPU time spent",
+            process.cpu_seconds.clone(),
+        );
+        registry.register(
+            "process_resident_memory_bytes",
+            "Resident memory size",
+            process.resident_bytes.clone(),
+        );
+        registry.register(
+            "process_open_fds",
+            "Open file descriptors",
+            process.open_fds.clone(),
+        );
+
+        Metrics {
+            registry,
+            mutate,
+            validate,
+            bad_requests,
+            handshake_failures,
+            handshake_timeouts,
+            connections_open,
+            cert_reloads_ok,
+            cert_reloads_failed,
+            cert_expiry,
+            process,
+        }
+    }
+
+    pub fn webhook(&self, webhook: Webhook) -> &WebhookMetrics {
+        match webhook {
+            Webhook::Mutate => &self.mutate,
+            Webhook::Validate => &self.validate,
+        }
+    }
+
+    pub fn bad_request(&self, reason: BadRequest) {
+        if let Some(i) = BadRequest::ALL.iter().position(|r| *r == reason) {
+            self.bad_requests[i].inc();
+        }
+    }
+
+    /// The text exposition (OpenMetrics), with the process figures read now.
+    pub fn render(&self) -> String {
+        self.process.refresh();
+        let mut out = String::with_capacity(8 * 1024);
+        encode_registry(&mut out, &self.registry).expect("writing to a String cannot fail");
+        encode_eof(&mut out).expect("writing to a String cannot fail");
+        out
+    }
+}
+
+impl Process {
+    /// Reads CPU time, resident memory and open descriptors from /proc (Linux; zero elsewhere).
+    fn refresh(&self) {
+        let ticks = 100.0; // USER_HZ, 100 on every Linux architecture we ship.
+        if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
+            // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+            let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let cpu = |i: usize| {
+                fields
+                    .get(i)
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            };
+            let total = (cpu(11) + cpu(12)) / ticks;
+            let mut seen = self.cpu_seen.lock().unwrap_or_else(|e| e.into_inner());
+            if total > *seen {
+                self.cpu_seconds.inc_by(total - *seen);
+                *seen = total;
+            }
+        }
+        if let Ok(statm) = std::fs::read_to_string("/proc/self/statm") {
+            let pages: i64 = statm
+                .split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            self.resident_bytes.set(pages * 4096);
+        }
+        if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+            self.open_fds.set(fds.count() as i64);
+        }
+    }
+}
+
+/// The reload counters, shared with [`crate::tls::reload`] (kept as plain atomics there).
+pub fn sync_certificates(
+    metrics: &Metrics,
+    stats: &crate::tls::reload::Stats,
+    last: &[AtomicU64; 2],
+) {
+    let ok = stats.reloads_ok.load(Ordering::Relaxed);
+    let failed = stats.reloads_failed.load(Ordering::Relaxed);
+    let seen_ok = last[0].swap(ok, Ordering::Relaxed);
+    let seen_failed = last[1].swap(failed, Ordering::Relaxed);
+    metrics.cert_reloads_ok.inc_by(ok.saturating_sub(seen_ok));
+    metrics
+        .cert_reloads_failed
+        .inc_by(failed.saturating_sub(seen_failed));
+    metrics
+        .cert_expiry
+        .set(i64::try_from(stats.not_after.load(Ordering::Relaxed)).unwrap_or(0));
+}
+
+/// What the metrics port serves: the metrics and the reload statistics they mirror.
+#[derive(Debug)]
+pub struct Exporter {
+    pub metrics: Arc<Metrics>,
+    pub stats: Arc<crate::tls::reload::Stats>,
+    last: [AtomicU64; 2],
+}
+
+impl Exporter {
+    pub fn new(metrics: Arc<Metrics>, stats: Arc<crate::tls::reload::Stats>) -> Self {
+        Exporter {
+            metrics,
+            stats,
+            last: [AtomicU64::new(0), AtomicU64::new(0)],
+        }
+    }
+
+    pub fn render(&self) -> String {
+        sync_certificates(&self.metrics, &self.stats, &self.last);
+        self.metrics.render()
+    }
+}
