@@ -2,8 +2,7 @@
 //! `controller_runtime_webhook_*` match controller-runtime's, so existing dashboards keep
 //! working. Label handles are resolved once here; a request costs a few atomic adds.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::metrics::counter::Counter;
@@ -124,10 +123,9 @@ pub struct Metrics {
     pub handshake_failures: Counter,
     pub handshake_timeouts: Counter,
     pub connections_open: Gauge,
-    pub cert_reloads_ok: Counter,
-    pub cert_reloads_failed: Counter,
-    /// The served leaf certificate's notAfter, Unix seconds: alert before it passes.
-    pub cert_expiry: Gauge,
+    /// Certificate reloads by result, and the served leaf's notAfter (Unix seconds: alert
+    /// before it passes); the reloader updates them.
+    pub certificates: crate::tls::reload::Stats,
     process: Process,
 }
 
@@ -289,9 +287,11 @@ impl Metrics {
             handshake_failures,
             handshake_timeouts,
             connections_open,
-            cert_reloads_ok,
-            cert_reloads_failed,
-            cert_expiry,
+            certificates: crate::tls::reload::Stats {
+                reloads_ok: cert_reloads_ok,
+                reloads_failed: cert_reloads_failed,
+                not_after: cert_expiry,
+            },
             process,
         }
     }
@@ -351,47 +351,5 @@ impl Process {
         if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
             self.open_fds.set(fds.count() as i64);
         }
-    }
-}
-
-/// The reload counters, shared with [`crate::tls::reload`] (kept as plain atomics there).
-pub fn sync_certificates(
-    metrics: &Metrics,
-    stats: &crate::tls::reload::Stats,
-    last: &[AtomicU64; 2],
-) {
-    let ok = stats.reloads_ok.load(Ordering::Relaxed);
-    let failed = stats.reloads_failed.load(Ordering::Relaxed);
-    let seen_ok = last[0].swap(ok, Ordering::Relaxed);
-    let seen_failed = last[1].swap(failed, Ordering::Relaxed);
-    metrics.cert_reloads_ok.inc_by(ok.saturating_sub(seen_ok));
-    metrics
-        .cert_reloads_failed
-        .inc_by(failed.saturating_sub(seen_failed));
-    metrics
-        .cert_expiry
-        .set(i64::try_from(stats.not_after.load(Ordering::Relaxed)).unwrap_or(0));
-}
-
-/// What the metrics port serves: the metrics and the reload statistics they mirror.
-#[derive(Debug)]
-pub struct Exporter {
-    pub metrics: Arc<Metrics>,
-    pub stats: Arc<crate::tls::reload::Stats>,
-    last: [AtomicU64; 2],
-}
-
-impl Exporter {
-    pub fn new(metrics: Arc<Metrics>, stats: Arc<crate::tls::reload::Stats>) -> Self {
-        Exporter {
-            metrics,
-            stats,
-            last: [AtomicU64::new(0), AtomicU64::new(0)],
-        }
-    }
-
-    pub fn render(&self) -> String {
-        sync_certificates(&self.metrics, &self.stats, &self.last);
-        self.metrics.render()
     }
 }

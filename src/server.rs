@@ -104,8 +104,6 @@ pub struct State {
     pub shutting_down: AtomicBool,
     /// The serving certificate.
     pub resolver: Arc<Resolver>,
-    /// Certificate reload outcomes.
-    pub cert_stats: Arc<tls::reload::Stats>,
     /// Everything `/metrics` shows.
     pub metrics: Arc<crate::metrics::Metrics>,
 }
@@ -164,7 +162,7 @@ fn reloader(config: &Config, state: &State) -> Result<tls::reload::Reloader, Err
         provider,
         resolver: state.resolver.clone(),
         interval: config.cert_check_interval,
-        stats: state.cert_stats.clone(),
+        stats: state.metrics.certificates.clone(),
     })
 }
 
@@ -194,13 +192,9 @@ pub async fn serve(
     let permits = Arc::new(Semaphore::new(config.max_connections as usize));
 
     let health = tokio::spawn(health::serve(listeners.health, state.clone()));
-    let exporter = Arc::new(crate::metrics::Exporter::new(
-        state.metrics.clone(),
-        state.cert_stats.clone(),
-    ));
     let metrics = listeners
         .metrics
-        .map(|listener| tokio::spawn(health::serve_metrics(listener, exporter)));
+        .map(|listener| tokio::spawn(health::serve_metrics(listener, state.metrics.clone())));
     state.serving.store(true, Ordering::Release);
     tracing::info!(
         webhook = %listeners.webhook.local_addr().map_err(|source| Error::Bind { flag: "--webhook-bind-address", addr: config.webhook_bind_address, source })?,

@@ -21,11 +21,11 @@ pub async fn serve(listener: TcpListener, state: Arc<State>) {
 }
 
 /// Serves `GET /metrics` until the task is aborted.
-pub async fn serve_metrics(listener: TcpListener, exporter: Arc<crate::metrics::Exporter>) {
+pub async fn serve_metrics(listener: TcpListener, metrics: Arc<crate::metrics::Metrics>) {
     plain(listener, move |method, path| match (method, path) {
         (&Method::GET, "/metrics") => {
             let mut response = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(
-                exporter.render(),
+                metrics.render(),
             )));
             response.headers_mut().insert(
                 hyper::header::CONTENT_TYPE,

@@ -8,10 +8,10 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher as _};
+use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
 use rustls::crypto::CryptoProvider;
 use rustls::sign::CertifiedKey;
 use tokio::sync::Notify;
@@ -34,16 +34,16 @@ pub struct Reloader {
     pub resolver: Arc<Resolver>,
     /// `--cert-check-interval`: the periodic re-check.
     pub interval: Duration,
-    pub stats: Arc<Stats>,
+    pub stats: Stats,
 }
 
-/// Reload outcomes, for logs, probes and metrics.
-#[derive(Debug, Default)]
+/// Reload outcomes: handles into the process's metrics (see [`crate::metrics`]).
+#[derive(Clone, Debug, Default)]
 pub struct Stats {
-    pub reloads_ok: AtomicU64,
-    pub reloads_failed: AtomicU64,
+    pub reloads_ok: Counter,
+    pub reloads_failed: Counter,
     /// The served leaf's notAfter, in seconds since the Unix epoch (0 before the first load).
-    pub not_after: AtomicU64,
+    pub not_after: Gauge,
 }
 
 /// What was loaded last: the raw bytes, so an unchanged file is not parsed again.
@@ -58,7 +58,7 @@ impl Reloader {
     /// One read: loads what is on disk now if it changed. Used at startup and by [`Reloader::run`].
     fn check(&self, seen: &mut Seen) {
         if let Err(e) = self.check_pair(seen) {
-            self.stats.reloads_failed.fetch_add(1, Ordering::Relaxed);
+            self.stats.reloads_failed.inc();
             if self.resolver.has_certificate() {
                 tracing::error!(error = %e, "certificate reload refused; still serving the previous certificate");
             } else {
@@ -104,8 +104,10 @@ impl Reloader {
                 Ok(certified) => {
                     let not_after = check_dates(&certified, &self.cert_path)?;
                     self.resolver.store(Arc::new(certified));
-                    self.stats.reloads_ok.fetch_add(1, Ordering::Relaxed);
-                    self.stats.not_after.store(not_after, Ordering::Relaxed);
+                    self.stats.reloads_ok.inc();
+                    self.stats
+                        .not_after
+                        .set(i64::try_from(not_after).unwrap_or(i64::MAX));
                     tracing::info!(path = %self.cert_path.display(), not_after, "serving certificate loaded");
                     (seen.cert, seen.key) = (cert, key);
                     return Ok(());
