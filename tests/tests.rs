@@ -12,6 +12,8 @@ mod defaulting;
 mod hardening;
 /// The manifests agree with the binary.
 mod manifests;
+/// Verdicts checked against the real memcached binary.
+mod memcached_oracle;
 /// /metrics after a known sequence of requests.
 mod metrics;
 /// POST /mutate end to end, and every malformed request.
@@ -20,3 +22,5 @@ mod mutate;
 mod reload;
 /// SIGTERM-style shutdown with a request in flight.
 mod shutdown;
+/// POST /validate end to end: allowed, denied with causes, warnings.
+mod validate;
