@@ -273,6 +273,9 @@ pub fn server_config(
         None => builder.with_no_client_auth(),
     };
     let mut config = builder.with_cert_resolver(resolver);
+    // The kube-apiserver's Go client keeps no TLS session cache: tickets would be wasted work
+    // (and bytes) on every handshake.
+    config.send_tls13_tickets = 0;
     config.alpn_protocols = if http2 {
         vec![b"h2".to_vec(), b"http/1.1".to_vec()]
     } else {

@@ -121,7 +121,8 @@ impl App {
             }
             Ok(Ok(())) => {}
         }
-        let mut out = Vec::with_capacity(512);
+        // Room for a response with a typical patch, so it is written without reallocating.
+        let mut out = Vec::with_capacity(1024);
         // No panic is expected; if one happens it costs this request (500), not the process.
         let reviewed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             admission::review(webhook, &mut body, &mut out, started)
