@@ -123,10 +123,7 @@ async fn a_kubelet_symlink_swap_is_served_at_once_and_open_connections_keep_work
     let dir = tempfile::tempdir().unwrap();
     let mut volume = SecretVolume::new(dir.path(), &cert1, &key1);
     let server = util::start_in(dir, pki.ca_pem.clone(), watch_only).await;
-    eventually(Duration::from_secs(5), || async {
-        server.probe("/readyz").await.0 == 200
-    })
-    .await;
+    server.ready().await;
     assert_eq!(served(&server).await, Some(der(&cert1)));
     let mut before = server.client().await;
 
@@ -155,10 +152,7 @@ async fn rotations_under_load_lose_no_request() {
     let dir = tempfile::tempdir().unwrap();
     let mut volume = SecretVolume::new(dir.path(), &cert, &key);
     let server = Arc::new(util::start_in(dir, pki.ca_pem.clone(), watch_only).await);
-    eventually(Duration::from_secs(5), || async {
-        server.probe("/readyz").await.0 == 200
-    })
-    .await;
+    server.ready().await;
 
     let stop = Arc::new(AtomicBool::new(false));
     let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
@@ -230,10 +224,7 @@ async fn bad_rotations_keep_the_old_certificate_and_a_later_good_one_is_taken() 
         c.cert_check_interval = Duration::from_millis(100)
     })
     .await;
-    eventually(Duration::from_secs(5), || async {
-        server.probe("/readyz").await.0 == 200
-    })
-    .await;
+    server.ready().await;
 
     let (other_cert, _) = pki.leaf();
     let truncated = &cert1[..cert1.len() / 2];
@@ -293,10 +284,7 @@ async fn plain_writes_copies_and_renames_are_picked_up_too() {
     std::fs::write(path.join("tls.crt"), &cert1).unwrap();
     std::fs::write(path.join("tls.key"), &key1).unwrap();
     let server = util::start_in(dir, pki.ca_pem.clone(), watch_only).await;
-    eventually(Duration::from_secs(5), || async {
-        server.probe("/readyz").await.0 == 200
-    })
-    .await;
+    server.ready().await;
 
     // In-place writes (key first, then certificate: a straddled read in between).
     let (cert2, key2) = pki.leaf();
@@ -384,10 +372,7 @@ async fn an_expired_certificate_is_refused() {
     let path = dir.path().to_path_buf();
     let mut volume = SecretVolume::new(&path, &cert1, &key1);
     let server = util::start_in(dir, pki.ca_pem.clone(), watch_only).await;
-    eventually(Duration::from_secs(5), || async {
-        server.probe("/readyz").await.0 == 200
-    })
-    .await;
+    server.ready().await;
 
     let key = KeyPair::generate().unwrap();
     let mut params = CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
@@ -414,10 +399,7 @@ async fn client_certificates_are_required_with_a_client_ca() {
         c.client_ca_file = Some(ca_file)
     })
     .await;
-    eventually(Duration::from_secs(5), || async {
-        server.probe("/readyz").await.0 == 200
-    })
-    .await;
+    server.ready().await;
 
     assert!(
         !answers(&server, None).await,

@@ -39,10 +39,7 @@ pub async fn start_with(configure: impl FnOnce(&mut Config)) -> TestServer {
     std::fs::write(dir.path().join("tls.crt"), cert_pem).unwrap();
     std::fs::write(dir.path().join("tls.key"), key_pem).unwrap();
     let server = start_in(dir, ca_pem, configure).await;
-    eventually(Duration::from_secs(5), || async {
-        server.probe("/readyz").await.0 == 200
-    })
-    .await;
+    server.ready().await;
     server
 }
 
@@ -105,6 +102,14 @@ impl TestServer {
     /// GET on the plain-HTTP probe port: (status, body).
     pub async fn probe(&self, path: &str) -> (u16, String) {
         get(self.health, path).await
+    }
+
+    /// Waits until `/readyz` answers 200.
+    pub async fn ready(&self) {
+        eventually(Duration::from_secs(5), || async {
+            self.probe("/readyz").await.0 == 200
+        })
+        .await;
     }
 
     /// The metrics port's text.
