@@ -414,6 +414,31 @@ fn benches(c: &mut Criterion) {
         });
         group.finish();
     }
+    metrics(c);
+}
+
+/// What the server adds around `admission::review` per request: the in-flight gauge, the latency
+/// histogram, the status and verdict counters (handles resolved at startup). Compare with the
+/// `ours` rows above.
+fn metrics(c: &mut Criterion) {
+    let metrics = memcached_webhook::metrics::Metrics::new();
+    let verdict = admission::Verdict {
+        operation: Some(admission::Operation::Create),
+        allowed: true,
+        code: 200,
+        patched: true,
+        warnings: 0,
+    };
+    c.bench_function("metrics/per-request", |b| {
+        b.iter(|| {
+            let m = metrics.webhook(black_box(Webhook::Mutate));
+            m.in_flight.inc();
+            m.latency.observe(black_box(4.3e-6));
+            m.request(black_box(200));
+            m.admission(verdict.operation, black_box(&verdict));
+            m.in_flight.dec();
+        });
+    });
 }
 
 // === the summary tables, printed after criterion ===
