@@ -435,7 +435,7 @@ fn metrics(c: &mut Criterion) {
             m.in_flight.inc();
             m.latency.observe(black_box(4.3e-6));
             m.request(black_box(200));
-            m.admission(verdict.operation, black_box(&verdict));
+            m.admission(black_box(&verdict));
             m.in_flight.dec();
         });
     });

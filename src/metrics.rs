@@ -94,8 +94,8 @@ impl WebhookMetrics {
         };
     }
 
-    pub fn admission(&self, operation: Option<Operation>, verdict: &Verdict) {
-        let i = operation_index(operation) * 2 + usize::from(!verdict.allowed);
+    pub fn admission(&self, verdict: &Verdict) {
+        let i = operation_index(verdict.operation) * 2 + usize::from(!verdict.allowed);
         self.admissions[i].inc();
         if verdict.warnings > 0 {
             self.warnings.inc_by(verdict.warnings as u64);

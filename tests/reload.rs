@@ -101,7 +101,7 @@ async fn served(server: &TestServer) -> Option<Vec<u8>> {
     Some(tls.get_ref().1.peer_certificates()?.first()?.to_vec())
 }
 
-async fn start_on_volume(
+async fn start_without_certificates(
     pki: &Pki,
     configure: impl FnOnce(&mut memcached_webhook::config::Config),
 ) -> (TestServer, std::path::PathBuf) {
@@ -328,7 +328,7 @@ async fn plain_writes_copies_and_renames_are_picked_up_too() {
 #[tokio::test]
 async fn without_a_certificate_the_server_waits_not_ready_then_serves() {
     let pki = Pki::new();
-    let (server, dir) = start_on_volume(&pki, |c| {
+    let (server, dir) = start_without_certificates(&pki, |c| {
         c.cert_dir = c.cert_dir.join("not-there-yet");
         c.cert_check_interval = Duration::from_millis(100);
     })

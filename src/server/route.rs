@@ -129,9 +129,7 @@ impl App {
         }));
         match reviewed {
             Ok(Ok(verdict)) => {
-                self.metrics
-                    .webhook(webhook)
-                    .admission(verdict.operation, &verdict);
+                self.metrics.webhook(webhook).admission(&verdict);
                 let mut response = Response::new(Full::new(Bytes::from(out)));
                 response
                     .headers_mut()
