@@ -103,8 +103,8 @@ pub struct Config {
     #[arg(long, default_value_t = 1024, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
 
-    /// With --enable-http2: concurrent streams per connection.
-    #[arg(long, default_value_t = 100, value_name = "N")]
+    /// With --enable-http2: concurrent streams per connection (0 would refuse every request).
+    #[arg(long, default_value_t = 100, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub http2_max_concurrent_streams: u32,
 
     /// Development mode: write a throwaway CA and serving certificate for localhost under
@@ -242,6 +242,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("0 to disable"), "{err}");
+        let err = Config::try_parse_from(["x", "--http2-max-concurrent-streams", "0"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--http2-max-concurrent-streams"), "{err}");
         assert_eq!(
             Config::try_parse_from(["x", "--metrics-bind-address", "0"])
                 .unwrap()

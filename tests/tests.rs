@@ -10,6 +10,8 @@ mod cli;
 mod defaulting;
 /// Misbehaving clients are cut off on time while others are served.
 mod hardening;
+/// HTTP/2 stream limits and the rapid-reset cap, frame by frame.
+mod http2;
 /// The manifests agree with the binary.
 mod manifests;
 /// Verdicts checked against the real memcached binary.

@@ -1,0 +1,281 @@
+//! HTTP/2 clients that break the rules, written frame by frame: a well-behaved client library
+//! would never open too many streams or flood resets, so it could not show the server's limits.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::util::{self, MUTATE, fixture};
+
+const DATA: u8 = 0x0;
+const HEADERS: u8 = 0x1;
+const RST_STREAM: u8 = 0x3;
+const SETTINGS: u8 = 0x4;
+const GOAWAY: u8 = 0x7;
+
+const END_STREAM: u8 = 0x1;
+const END_HEADERS: u8 = 0x4;
+const ACK: u8 = 0x1;
+
+const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
+const CANCEL: u32 = 0x8;
+const REFUSED_STREAM: u32 = 0x7;
+const ENHANCE_YOUR_CALM: u32 = 0xb;
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+#[derive(Debug)]
+struct Frame {
+    kind: u8,
+    flags: u8,
+    stream: u32,
+    payload: Vec<u8>,
+}
+
+impl Frame {
+    /// The error code of a RST_STREAM or GOAWAY frame.
+    fn error_code(&self) -> u32 {
+        let at = if self.kind == GOAWAY { 4 } else { 0 };
+        u32::from_be_bytes(self.payload[at..at + 4].try_into().unwrap())
+    }
+
+    /// The value of one parameter of a SETTINGS frame.
+    fn setting(&self, id: u16) -> Option<u32> {
+        self.payload.chunks_exact(6).find_map(|entry| {
+            (u16::from_be_bytes([entry[0], entry[1]]) == id)
+                .then(|| u32::from_be_bytes(entry[2..6].try_into().unwrap()))
+        })
+    }
+}
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len() as u32;
+    let mut out = len.to_be_bytes()[1..].to_vec();
+    out.extend([kind, flags]);
+    out.extend(stream.to_be_bytes());
+    out.extend(payload);
+    out
+}
+
+/// An HPACK header block: indexed `:method`, `:scheme: https`, then `:path`, `:authority` and
+/// (for a POST) `content-type` as literals without indexing (RFC 7541 6.2.2) naming static
+/// table entries, so the server's dynamic table never changes.
+fn request_headers(post: bool, path: &str) -> Vec<u8> {
+    let mut block = vec![if post { 0x83 } else { 0x82 }, 0x87];
+    let mut literal = |name: &[u8], value: &str| {
+        assert!(value.len() < 127);
+        block.extend(name);
+        block.push(value.len() as u8);
+        block.extend(value.as_bytes());
+    };
+    literal(&[4], path);
+    literal(&[1], "localhost");
+    if post {
+        // Index 31 does not fit the 4-bit prefix: 15, then 31 - 15.
+        literal(&[0x0f, 31 - 15], "application/json");
+    }
+    block
+}
+
+struct Conn {
+    io: tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    /// Connects with ALPN h2, sends the preface and empty SETTINGS, and returns the server's SETTINGS.
+    async fn open(server: &util::TestServer) -> (Conn, Frame) {
+        let io = server.tls(&[b"h2"]).await.unwrap();
+        assert_eq!(io.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+        let mut conn = Conn {
+            io,
+            buf: Vec::new(),
+        };
+        let mut hello = PREFACE.to_vec();
+        hello.extend(frame(SETTINGS, 0, 0, &[]));
+        conn.send(&hello).await;
+        let settings = conn.next().await.expect("the server sends SETTINGS first");
+        assert_eq!((settings.kind, settings.flags), (SETTINGS, 0));
+        conn.send(&frame(SETTINGS, ACK, 0, &[])).await;
+        (conn, settings)
+    }
+
+    async fn send(&mut self, bytes: &[u8]) {
+        self.io.write_all(bytes).await.unwrap();
+        self.io.flush().await.unwrap();
+    }
+
+    /// The next frame, or None once the server has closed the connection.
+    async fn next(&mut self) -> Option<Frame> {
+        loop {
+            if self.buf.len() >= 9 {
+                let len = u32::from_be_bytes([0, self.buf[0], self.buf[1], self.buf[2]]) as usize;
+                if self.buf.len() >= 9 + len {
+                    let head: Vec<u8> = self.buf.drain(..9 + len).collect();
+                    return Some(Frame {
+                        kind: head[3],
+                        flags: head[4],
+                        stream: u32::from_be_bytes(head[5..9].try_into().unwrap()) & 0x7fff_ffff,
+                        payload: head[9..].to_vec(),
+                    });
+                }
+            }
+            let mut chunk = [0u8; 16384];
+            let read = tokio::time::timeout(Duration::from_secs(5), self.io.read(&mut chunk))
+                .await
+                .expect("the server neither answered nor closed within 5 s");
+            match read {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+
+    /// Frames until one matches, skipping the rest (window updates, pings, settings acks).
+    async fn until(&mut self, wanted: impl Fn(&Frame) -> bool) -> Option<Frame> {
+        while let Some(f) = self.next().await {
+            if wanted(&f) {
+                return Some(f);
+            }
+        }
+        None
+    }
+}
+
+fn h2(c: &mut memcached_webhook::config::Config) {
+    c.enable_http2 = true;
+    c.http2_max_concurrent_streams = 2;
+}
+
+#[tokio::test]
+async fn streams_beyond_the_limit_are_refused_and_open_ones_finish() {
+    let server = util::start_with(h2).await;
+    let (mut conn, settings) = Conn::open(&server).await;
+    assert_eq!(settings.setting(SETTINGS_MAX_CONCURRENT_STREAMS), Some(2));
+
+    // Two requests whose bodies have not come yet hold both streams; a third is refused.
+    let mut burst = Vec::new();
+    for stream in [1, 3, 5] {
+        burst.extend(frame(
+            HEADERS,
+            END_HEADERS,
+            stream,
+            &request_headers(true, MUTATE),
+        ));
+    }
+    conn.send(&burst).await;
+    let refused = conn
+        .until(|f| f.kind == RST_STREAM || f.kind == GOAWAY)
+        .await
+        .expect("the server answers the third stream");
+    assert_eq!(
+        (refused.kind, refused.stream),
+        (RST_STREAM, 5),
+        "{refused:?}"
+    );
+    assert_eq!(refused.error_code(), REFUSED_STREAM);
+
+    // The two streams within the limit are still served.
+    let body = fixture("mutate-create-kubectl-apply.json");
+    for stream in [1, 3] {
+        conn.send(&frame(DATA, END_STREAM, stream, &body)).await;
+        let answer = conn
+            .until(|f| f.kind == DATA || f.kind == RST_STREAM || f.kind == GOAWAY)
+            .await
+            .expect("an answer");
+        assert_eq!((answer.kind, answer.stream), (DATA, stream), "{answer:?}");
+        let text = String::from_utf8_lossy(&answer.payload);
+        assert!(text.contains(r#""allowed":true"#), "{text}");
+    }
+    drop(conn);
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_rapid_reset_flood_is_cut_off_while_others_are_served() {
+    let server = util::start_with(h2).await;
+    let (mut calm, _) = Conn::open(&server).await;
+    let (mut flood, _) = Conn::open(&server).await;
+    // CVE-2023-44487: open and cancel streams as fast as possible, never more than the limit
+    // open at once. Each pair is one write the server sees together.
+    let mut burst = Vec::new();
+    for i in 0..500u32 {
+        let stream = 2 * i + 1;
+        burst.extend(frame(
+            HEADERS,
+            END_HEADERS | END_STREAM,
+            stream,
+            &request_headers(false, "/healthz"),
+        ));
+        burst.extend(frame(RST_STREAM, 0, stream, &CANCEL.to_be_bytes()));
+    }
+    // The server may close mid-burst; a failed write is part of being cut off.
+    let _ = flood.io.write_all(&burst).await;
+    let _ = flood.io.flush().await;
+    let goaway = flood
+        .until(|f| f.kind == GOAWAY)
+        .await
+        .expect("the flooding connection gets GOAWAY");
+    assert_eq!(goaway.error_code(), ENHANCE_YOUR_CALM, "{goaway:?}");
+    assert!(flood.until(|_| false).await.is_none(), "and is then closed");
+
+    // A connection opened before the flood, and a new HTTP/1.1 one, are answered.
+    let mut request = frame(HEADERS, END_HEADERS, 1, &request_headers(true, MUTATE));
+    request.extend(frame(
+        DATA,
+        END_STREAM,
+        1,
+        &fixture("mutate-create-kubectl-apply.json"),
+    ));
+    calm.send(&request).await;
+    let answer = calm
+        .until(|f| f.kind == DATA || f.kind == GOAWAY)
+        .await
+        .expect("an answer");
+    assert_eq!((answer.kind, answer.stream), (DATA, 1), "{answer:?}");
+    let mut h1 = server.client().await;
+    let (status, _) = h1
+        .post(MUTATE, fixture("mutate-create-kubectl-apply.json"))
+        .await;
+    assert_eq!(status, hyper::StatusCode::OK);
+    drop((calm, h1));
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_client_that_makes_the_server_reset_streams_is_cut_off() {
+    let server = util::start_with(h2).await;
+    let (mut flood, _) = Conn::open(&server).await;
+    // CVE-2025-8671 ("MadeYouReset"): each request is malformed (a connection-specific header,
+    // RFC 9113 8.2.2), so the server resets the stream itself; the cap on such resets ends the
+    // connection before the work behind them piles up.
+    let mut malformed = request_headers(false, "/healthz");
+    malformed.extend([0x00, 10]);
+    malformed.extend(b"connection");
+    malformed.extend([5]);
+    malformed.extend(b"close");
+    let mut burst = Vec::new();
+    for i in 0..1100u32 {
+        burst.extend(frame(
+            HEADERS,
+            END_HEADERS | END_STREAM,
+            2 * i + 1,
+            &malformed,
+        ));
+    }
+    let _ = flood.io.write_all(&burst).await;
+    let _ = flood.io.flush().await;
+    let goaway = flood
+        .until(|f| f.kind == GOAWAY)
+        .await
+        .expect("the connection gets GOAWAY");
+    assert_eq!(goaway.error_code(), ENHANCE_YOUR_CALM, "{goaway:?}");
+    drop(flood);
+    let mut h1 = server.client().await;
+    let (status, _) = h1
+        .post(MUTATE, fixture("mutate-create-kubectl-apply.json"))
+        .await;
+    assert_eq!(status, hyper::StatusCode::OK);
+    drop(h1);
+    server.stop().await.unwrap();
+}
