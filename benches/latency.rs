@@ -22,7 +22,8 @@
 //! - `LATENCY_FLOOR_NODELAY=0`: leave Nagle on in the floor, as our server leaves it (the
 //!   floor sets `TCP_NODELAY` by default, as Go servers and clients do).
 //! - `LATENCY_LOG=1`: install the production log subscriber (text, info) writing to
-//!   /dev/null, so each admission's log line (formatting and its write) is in the numbers.
+//!   /dev/null through its queue, so each admission's log line (formatting, queueing) is in
+//!   the numbers.
 //!
 //! The tokio runtime has 2 worker threads, shared by clients and servers.
 
@@ -44,7 +45,7 @@ use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use memcached_webhook::admission::{self, MUTATE_PATH, VALIDATE_PATH, Webhook};
-use memcached_webhook::config::Config;
+use memcached_webhook::config::{Config, LogFormat};
 use memcached_webhook::server::{self, Listeners};
 use memcached_webhook::tls;
 use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
@@ -103,14 +104,11 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let settings = Settings::from_env();
-    if settings.log {
+    let _log = settings.log.then(|| {
         let dev_null = std::fs::File::create("/dev/null").expect("/dev/null opens");
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
-            .with_ansi(false)
-            .with_writer(std::sync::Mutex::new(dev_null))
-            .init();
-    }
+        memcached_webhook::logging::init(LogFormat::Text, "info", dev_null)
+            .expect("the log subscriber installs")
+    });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -7,6 +7,7 @@
 //! - [`patch`]: the RFC 6902 JSON Patch writer.
 //! - [`memcached`]: the resource's borrowed view, its defaults and its validation.
 //! - [`tls`]: loading (and reloading) the serving certificate.
+//! - [`logging`]: log lines to stderr off the request path (dropped, never blocking).
 //! - [`metrics`]: Prometheus metrics (controller-runtime's names and ours).
 //! - [`server`]: listeners, HTTP, routing, health probes and shutdown.
 //! - [`dev`]: throwaway certificates for running on a laptop.
@@ -17,6 +18,7 @@ pub mod admission;
 pub mod config;
 pub mod dev;
 pub mod json;
+pub mod logging;
 pub mod memcached;
 pub mod metrics;
 pub mod patch;

@@ -3,21 +3,22 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use memcached_webhook::config::{Config, LogFormat};
-use memcached_webhook::dev;
+use memcached_webhook::config::Config;
 use memcached_webhook::server::{self, Listeners};
+use memcached_webhook::{dev, logging};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let mut config = Config::parse();
     config.apply_dev_mode();
-    if let Err(e) = init_logging(&config) {
-        eprintln!(
-            "memcached-webhook: invalid --log-level {:?}: {e}",
-            config.log_level
-        );
-        return ExitCode::from(64);
-    }
+    // Held to the end of main: dropping it flushes the queued log lines.
+    let _log = match logging::init(config.log_format, &config.log_level, std::io::stderr()) {
+        Ok(guard) => guard,
+        Err(e) => {
+            eprintln!("memcached-webhook: {e}");
+            return ExitCode::from(64);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -67,17 +68,4 @@ async fn shutdown_signal() {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
     }
-}
-
-fn init_logging(config: &Config) -> Result<(), String> {
-    let filter =
-        tracing_subscriber::EnvFilter::try_new(&config.log_level).map_err(|e| e.to_string())?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match config.log_format {
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-        LogFormat::Text => builder.with_ansi(false).init(),
-    }
-    Ok(())
 }

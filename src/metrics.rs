@@ -136,6 +136,8 @@ struct Process {
     cpu_seen: std::sync::Mutex<f64>,
     resident_bytes: Gauge,
     open_fds: Gauge,
+    log_lines_dropped: Counter,
+    log_dropped_seen: std::sync::Mutex<u64>,
 }
 
 impl Default for Metrics {
@@ -254,6 +256,11 @@ impl Metrics {
         );
 
         let process = Process::default();
+        registry.register(
+            "memcached_webhook_log_lines_dropped",
+            "Log lines dropped because stderr could not keep up (never blocks a request)",
+            process.log_lines_dropped.clone(),
+        );
         let start = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
@@ -350,6 +357,15 @@ impl Process {
         }
         if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
             self.open_fds.set(fds.count() as i64);
+        }
+        let dropped = crate::logging::dropped_lines();
+        let mut seen = self
+            .log_dropped_seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if dropped > *seen {
+            self.log_lines_dropped.inc_by(dropped - *seen);
+            *seen = dropped;
         }
     }
 }

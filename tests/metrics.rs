@@ -158,5 +158,9 @@ async fn counts_follow_a_known_sequence_of_requests() {
     })
     .await;
     assert!(sample(&text, "process_resident_memory_bytes") > 0.0);
+    assert_eq!(
+        sample(&text, "memcached_webhook_log_lines_dropped_total"),
+        0.0
+    );
     server.stop().await.unwrap();
 }
