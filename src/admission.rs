@@ -250,12 +250,23 @@ struct Scratch {
     patch: Vec<u8>,
 }
 
+impl Scratch {
+    fn new() -> Self {
+        Scratch {
+            buffers: Buffers::new(16 * 1024),
+            tape: Some(Tape::null()),
+            patch: Vec::with_capacity(1024),
+        }
+    }
+}
+
+/// Bodies above this leave no buffers behind: a few multi-megabyte reviews (an object near
+/// etcd's 1.5 MB limit, twice for UPDATE) must not pin megabytes on every worker thread for
+/// good, while the common few-KB review keeps reusing warm buffers.
+const RETAIN_BELOW: usize = 256 * 1024;
+
 thread_local! {
-    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch {
-        buffers: Buffers::new(16 * 1024),
-        tape: Some(Tape::null()),
-        patch: Vec::with_capacity(1024),
-    });
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::new());
 }
 
 /// Answers one AdmissionReview. `body` holds exactly the request body; it is padded and
@@ -290,7 +301,11 @@ pub fn review(
                 truncated: false,
             }),
         };
-        guard.tape = Some(tape.reset());
+        if len < RETAIN_BELOW {
+            guard.tape = Some(tape.reset());
+        } else {
+            *guard = Scratch::new();
+        }
         result.map_err(|bad| match bad {
             BadReview::Json { error, .. } => BadReview::Json {
                 error,
@@ -298,6 +313,18 @@ pub fn review(
             },
             other => other,
         })
+    })
+}
+
+/// What this thread's scratch holds on to between requests, in tape nodes and patch bytes.
+#[cfg(test)]
+fn retained() -> (usize, usize) {
+    SCRATCH.with(|s| {
+        let s = s.borrow();
+        (
+            s.tape.as_ref().map_or(0, |t| t.0.capacity()),
+            s.patch.capacity(),
+        )
     })
 }
 

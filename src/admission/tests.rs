@@ -200,3 +200,26 @@ fn bodies_that_are_not_admission_reviews_are_rejected_with_a_reason() {
         assert!(!err.contains('\n'));
     }
 }
+
+#[test]
+fn a_huge_review_leaves_no_big_buffers_behind() {
+    let small = fixture("mutate-create-kubectl-apply.json");
+    run(Webhook::Mutate, &small).unwrap();
+    let warm = retained();
+    // A 1 MB annotation, and many small fields: a long tape.
+    let mut request: J = serde_json::from_slice(&small).unwrap();
+    let labels: serde_json::Map<String, J> =
+        (0..20_000).map(|i| (format!("k{i}"), json!("v"))).collect();
+    request["request"]["object"]["metadata"]["labels"] = J::Object(labels);
+    request["request"]["object"]["metadata"]["annotations"]["big"] = json!("x".repeat(1 << 20));
+    let huge = serde_json::to_vec(&request).unwrap();
+    assert!(huge.len() > RETAIN_BELOW);
+    let (verdict, _) = run(Webhook::Mutate, &huge).unwrap();
+    assert!(verdict.allowed);
+    let after = retained();
+    assert!(after.0 <= warm.0.max(1024), "tape kept {} nodes", after.0);
+    assert!(after.1 <= warm.1.max(1024), "patch kept {} bytes", after.1);
+    // And a small review right after still works on the fresh buffers.
+    run(Webhook::Mutate, &small).unwrap();
+    assert_eq!(retained(), warm);
+}
