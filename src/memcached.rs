@@ -52,6 +52,17 @@ pub struct Resources<'t, 'i> {
     pub limits_memory: Option<Val<'t, 'i>>,
     /// Whether `spec.resources.requests` has a `cpu` key (its value is not read, as in the reference).
     pub requests_cpu: bool,
+    /// Whether the container gets a memory request: a `memory` key in `requests`, or in
+    /// `limits` (the apiserver copies a limit into an absent request).
+    pub requested_memory: bool,
+}
+
+/// `spec.monitoring.exporterResources` (corev1.ResourceRequirements): which resources the
+/// exporter sidecar gets a request for, from `requests` or (copied by the apiserver) `limits`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Requested {
+    pub cpu: bool,
+    pub memory: bool,
 }
 
 /// `spec.memcached` (MemcachedConfig).
@@ -113,6 +124,8 @@ pub struct Monitoring<'i> {
     pub enabled: bool,
     /// `exporterImage` (`*string`).
     pub exporter_image: Field<&'i str>,
+    /// `exporterResources`: only which requests the exporter container will have.
+    pub exporter_requested: Requested,
     /// `serviceMonitor` (`*ServiceMonitorSpec`).
     pub service_monitor: Field<ServiceMonitor<'i>>,
 }
@@ -213,10 +226,13 @@ fn read_resources<'t, 'i>(v: Val<'t, 'i>) -> Result<Resources<'t, 'i>, TypeError
                     .filter(|(k, _)| *k == "memory")
                     .last()
                     .map(|(_, v)| v);
+                r.requested_memory |= r.limits_memory.is_some();
             }
             "requests" if !v.is_null() => {
-                r.requests_cpu =
-                    json::object(v, "spec.resources.requests")?.any(|(k, _)| k == "cpu");
+                for (k, _) in json::object(v, "spec.resources.requests")? {
+                    r.requests_cpu |= k == "cpu";
+                    r.requested_memory |= k == "memory";
+                }
             }
             _ => {}
         }
@@ -346,6 +362,25 @@ fn read_high_availability<'i>(v: Val<'_, 'i>) -> Result<HighAvailability<'i>, Ty
     Ok(ha)
 }
 
+fn read_exporter_requested(v: Val<'_, '_>) -> Result<Requested, TypeError> {
+    let mut r = Requested::default();
+    for (key, v) in json::object(v, "spec.monitoring.exporterResources")? {
+        let section = match key {
+            "requests" => "spec.monitoring.exporterResources.requests",
+            "limits" => "spec.monitoring.exporterResources.limits",
+            _ => continue,
+        };
+        if v.is_null() {
+            continue;
+        }
+        for (k, _) in json::object(v, section)? {
+            r.cpu |= k == "cpu";
+            r.memory |= k == "memory";
+        }
+    }
+    Ok(r)
+}
+
 fn read_monitoring<'i>(v: Val<'_, 'i>) -> Result<Monitoring<'i>, TypeError> {
     let mut m = Monitoring::default();
     for (key, v) in json::object(v, "spec.monitoring")? {
@@ -354,6 +389,9 @@ fn read_monitoring<'i>(v: Val<'_, 'i>) -> Result<Monitoring<'i>, TypeError> {
             "exporterImage" => {
                 m.exporter_image =
                     json::field(v, |v| json::string(v, "spec.monitoring.exporterImage"))?
+            }
+            "exporterResources" if !v.is_null() => {
+                m.exporter_requested = read_exporter_requested(v)?;
             }
             "serviceMonitor" => {
                 m.service_monitor = json::field(v, |v| {
@@ -517,6 +555,14 @@ mod tests {
             (
                 r#"{"metadata":{"name":1}}"#,
                 "metadata.name: expected a string, found an integer",
+            ),
+            (
+                r#"{"spec":{"monitoring":{"exporterResources":{"limits":[]}}}}"#,
+                "spec.monitoring.exporterResources.limits: expected an object, found an array",
+            ),
+            (
+                r#"{"spec":{"resources":{"requests":"1"}}}"#,
+                "spec.resources.requests: expected an object, found a string",
             ),
             (r#"[]"#, "object: expected an object, found an array"),
         ];

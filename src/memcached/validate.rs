@@ -8,7 +8,7 @@
 //! `spec.replicas` as sent, because it exists to catch objects that bypassed the defaulter.
 //!
 //! Order: R1 memory limit, R2–R4 PDB, R5 graceful shutdown, R6–R7 secrets (SASL, TLS), R8–R10
-//! autoscaling (replicas, minReplicas, CPU request); then memcached start ([`start`]), images,
+//! autoscaling (replicas, minReplicas, CPU request, and ours: memory request); then memcached start ([`start`]), images,
 //! Prometheus durations, the HPA ([`hpa`]); warnings last ([`warnings`]).
 //!
 //! A valid spec allocates nothing here (field paths are rendered only for errors).
@@ -431,26 +431,37 @@ fn autoscaling_reference(
     }
     // R10: only the key's presence counts, as in the reference.
     let has_cpu_request = spec.resources.get().is_some_and(|r| r.requests_cpu);
-    if !has_cpu_request && uses_cpu_utilization(autoscaling) {
+    if !has_cpu_request && uses_utilization(autoscaling, "cpu") {
         errors.push(FieldError::required(
             "spec.resources.requests.cpu",
             "resources.requests.cpu is required when using CPU utilization metrics",
         ));
     }
+    // R10's twin for memory (KEDA's rule covers both): without a request the HPA reports
+    // "missing request for memory" and never scales. A limit counts: the apiserver copies it
+    // into the absent request.
+    let has_memory_request = spec.resources.get().is_some_and(|r| r.requested_memory);
+    if !has_memory_request && uses_utilization(autoscaling, "memory") {
+        errors.push(FieldError::required(
+            "spec.resources.requests.memory",
+            "resources.requests.memory (or limits.memory) is required when using memory utilization metrics",
+        ));
+    }
 }
 
-/// Whether the HPA will scale on CPU utilization. With no metrics (absent, null or `[]`), the
-/// defaulter injects the 80 % CPU utilization metric, so that counts.
-fn uses_cpu_utilization(autoscaling: &Autoscaling<'_, '_>) -> bool {
+/// Whether the HPA will scale on `resource`'s utilization (a `Resource` metric with a
+/// `Utilization` target). With no metrics (absent, null or `[]`), the defaulter injects the
+/// 80 % CPU utilization metric, so that counts for `cpu`.
+pub(crate) fn uses_utilization(autoscaling: &Autoscaling<'_, '_>, resource: &str) -> bool {
     let Some(metrics) = autoscaling.metrics.get().filter(|m| !m.is_empty()) else {
-        return true;
+        return resource == "cpu";
     };
     let is = |v: Option<Val<'_, '_>>, s: &str| v.and_then(|v| v.as_str()) == Some(s);
     metrics.items().into_iter().flatten().any(|m| {
-        let resource = m.get("resource").filter(|r| r.kind() == Kind::Object);
+        let target = m.get("resource").filter(|r| r.kind() == Kind::Object);
         is(m.get("type"), "Resource")
-            && resource.is_some_and(|r| {
-                is(r.get("name"), "cpu")
+            && target.is_some_and(|r| {
+                is(r.get("name"), resource)
                     && is(r.get("target").and_then(|t| t.get("type")), "Utilization")
             })
     })

@@ -518,11 +518,15 @@ fn autoscaling_cpu_utilization_needs_a_cpu_request() {
             )),
             &[],
         ),
+        // A memory utilization metric needs no CPU request (its memory request: below).
         (
-            without(metric(
-                "memory",
-                json!({"type": "Utilization", "averageUtilization": 70}),
-            )),
+            with(
+                json!({"memory": "64Mi"}),
+                metric(
+                    "memory",
+                    json!({"type": "Utilization", "averageUtilization": 70}),
+                ),
+            ),
             &[],
         ),
         (
@@ -537,6 +541,58 @@ fn autoscaling_cpu_utilization_needs_a_cpu_request() {
         (without(json!(null)), &[CPU]),
         (without(json!([])), &[CPU]),
         (with(json!({"cpu": "1"}), json!([])), &[]),
+    ]);
+}
+
+const MEMORY: &str = "spec.resources.requests.memory: Required value: resources.requests.memory (or limits.memory) is required when using memory utilization metrics";
+
+#[test]
+fn autoscaling_memory_utilization_needs_a_memory_request_or_limit() {
+    let memory =
+        |target: J| json!({"type": "Resource", "resource": {"name": "memory", "target": target}});
+    let utilization = memory(json!({"type": "Utilization", "averageUtilization": 70}));
+    let cpu = json!({"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}}});
+    let spec = |resources: J, metrics: J| {
+        json!({"resources": resources,
+               "autoscaling": {"enabled": true, "maxReplicas": 5, "metrics": metrics}})
+    };
+    table(&[
+        (spec(json!({}), json!([utilization])), &[MEMORY]),
+        (spec(json!(null), json!([utilization])), &[MEMORY]),
+        (
+            spec(json!({"requests": {"cpu": "1"}}), json!([utilization])),
+            &[MEMORY],
+        ),
+        (
+            spec(
+                json!({"requests": {"memory": "128Mi"}}),
+                json!([utilization]),
+            ),
+            &[],
+        ),
+        // The apiserver copies a limit into the absent request.
+        (
+            spec(json!({"limits": {"memory": "128Mi"}}), json!([utilization])),
+            &[],
+        ),
+        // An AverageValue target needs no request.
+        (
+            spec(
+                json!({}),
+                json!([memory(
+                    json!({"type": "AverageValue", "averageValue": "100Mi"})
+                )]),
+            ),
+            &[],
+        ),
+        // Both metrics, no requests: both rules, CPU first.
+        (spec(json!({}), json!([cpu, utilization])), &[CPU, MEMORY]),
+        // The injected default metric is CPU only.
+        (spec(json!({"requests": {"cpu": "1"}}), json!([])), &[]),
+        (
+            json!({"autoscaling": {"enabled": false, "metrics": [utilization]}}),
+            &[],
+        ),
     ]);
 }
 
@@ -1318,6 +1374,9 @@ fn hpa_behavior_table() {
 
 // === warnings ===
 
+const EXPORTER_CPU: &str = "spec.monitoring.exporterResources.requests.cpu: not set, but the HPA scales on cpu utilization, which needs a request on every container of the pod (the exporter sidecar too); without one the HPA cannot compute it and does not scale";
+const EXPORTER_MEMORY: &str = "spec.monitoring.exporterResources.requests.memory: not set, but the HPA scales on memory utilization, which needs a request on every container of the pod (the exporter sidecar too); without one the HPA cannot compute it and does not scale";
+
 #[test]
 fn warning_table() {
     let cases: &[(J, &[&str])] = &[
@@ -1368,6 +1427,47 @@ fn warning_table() {
         (
             json!({"replicas": 3, "highAvailability": {"podDisruptionBudget": {"enabled": true, "maxUnavailable": 2}}}),
             &[],
+        ),
+        // Utilization is averaged over every container, the exporter sidecar included.
+        (
+            autoscaling(json!({"monitoring": {"enabled": true}})),
+            &[EXPORTER_CPU],
+        ),
+        (
+            autoscaling(
+                json!({"monitoring": {"enabled": true, "exporterResources": {"requests": {"cpu": "10m"}}}}),
+            ),
+            &[],
+        ),
+        (
+            autoscaling(
+                json!({"monitoring": {"enabled": true, "exporterResources": {"limits": {"cpu": "50m"}, "requests": null}}}),
+            ),
+            &[],
+        ),
+        (autoscaling(json!({"monitoring": {"enabled": false}})), &[]),
+        (
+            json!({"monitoring": {"enabled": true}, "autoscaling": {"enabled": false}}),
+            &[],
+        ),
+        // An AverageValue target needs no requests at all.
+        (
+            autoscaling(
+                json!({"monitoring": {"enabled": true}, "autoscaling": {"metrics": [
+                    {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "AverageValue", "averageValue": "500m"}}}
+                ]}}),
+            ),
+            &[],
+        ),
+        (
+            autoscaling(json!({
+            "resources": {"requests": {"memory": "128Mi"}},
+            "monitoring": {"enabled": true, "exporterResources": {"requests": {"cpu": "10m"}}},
+            "autoscaling": {"metrics": [
+                {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}}},
+                {"type": "Resource", "resource": {"name": "memory", "target": {"type": "Utilization", "averageUtilization": 70}}}
+            ]}})),
+            &[EXPORTER_MEMORY],
         ),
     ];
     for (spec, want) in cases {
@@ -1424,6 +1524,10 @@ fn defaulting_first_changes_nothing() {
         ),
         json!({"autoscaling": {"enabled": false, "minReplicas": 3}}),
         json!({"highAvailability": {"gracefulShutdown": {"enabled": true}}}),
+        json!({"monitoring": {"enabled": true}, "autoscaling": {"enabled": true, "maxReplicas": 3}}),
+        json!({"autoscaling": {"enabled": true, "maxReplicas": 3, "metrics": [
+            {"type": "Resource", "resource": {"name": "memory", "target": {"type": "Utilization", "averageUtilization": 70}}}
+        ]}}),
     ];
     for spec in specs {
         let object = json!({"metadata": {"name": "c"}, "spec": spec});

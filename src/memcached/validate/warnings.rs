@@ -1,6 +1,6 @@
 //! Specs that run but are probably a mistake: answered with admission warnings (kubectl prints
 //! them), never denials. Each names its field first. Order: threads, highAvailability, memory
-//! limit, maxConnections, PDB maxUnavailable.
+//! limit, maxConnections, PDB maxUnavailable, the exporter's requests under a utilization HPA.
 
 use super::{OVERHEAD_MIB, Settings, effective_replicas, read_quantity};
 use crate::json::Field;
@@ -34,6 +34,29 @@ pub(super) fn collect(spec: &Spec<'_, '_>, s: &Settings<'_, '_>, warnings: &mut 
         ));
     }
     pdb_allows_total_eviction(spec, warnings);
+    exporter_requests(spec, warnings);
+}
+
+/// The HPA averages a `Resource` utilization over every container of the pod: an exporter
+/// sidecar without that request makes it report "missing request" and stop scaling. A warning,
+/// not a denial: a LimitRange in the namespace may supply the request, which we cannot see.
+fn exporter_requests(spec: &Spec<'_, '_>, warnings: &mut Vec<String>) {
+    let Some(autoscaling) = spec.autoscaling.get().filter(|a| a.enabled) else {
+        return;
+    };
+    let Some(monitoring) = spec.monitoring.get().filter(|m| m.enabled) else {
+        return;
+    };
+    let requested = monitoring.exporter_requested;
+    for (resource, has) in [("cpu", requested.cpu), ("memory", requested.memory)] {
+        if !has && super::uses_utilization(autoscaling, resource) {
+            warnings.push(format!(
+                "spec.monitoring.exporterResources.requests.{resource}: not set, but the HPA scales on \
+                 {resource} utilization, which needs a request on every container of the pod \
+                 (the exporter sidecar too); without one the HPA cannot compute it and does not scale"
+            ));
+        }
+    }
 }
 
 /// The fewest replicas the workload may run: `spec.replicas` after defaulting, or with
