@@ -8,7 +8,8 @@
 //! differences from the apiserver: an unknown metric type is reported once (Go repeats it), extra
 //! metric sources are listed in a fixed order (Go iterates a set), a Quantity is quoted in its
 //! canonical form (Go prints the struct), `maxReplicas < minReplicas` is left to R9 (same
-//! condition, the reference's message), and `tolerance` (an alpha/beta field) is not checked.
+//! condition, the reference's message), and `tolerance` is checked even where the apiserver
+//! drops it (its `HPAConfigurableTolerance` gate off, before 1.34): a negative one means nothing.
 
 use std::fmt;
 
@@ -493,6 +494,22 @@ impl Checker<'_> {
                 let detail =
                     format!("must be less than or equal to {MAX_STABILIZATION_WINDOW_SECONDS}");
                 self.push(&p, ErrorKind::Invalid(w.to_string()), detail);
+            }
+        }
+        if let Some(v) = rules
+            .and_then(|r| r.get("tolerance"))
+            .filter(|v| !v.is_null())
+        {
+            let p = path.child("tolerance");
+            match read_quantity(v) {
+                Ok(q) if q.value < crate::memcached::quantity::Quantity::from_json_i64(0) => self
+                    .push(
+                        &p,
+                        ErrorKind::Invalid(go_quote(&q.go_string())),
+                        "must be greater than or equal to 0",
+                    ),
+                Ok(_) => {}
+                Err(BadValue { value, detail }) => self.push(&p, ErrorKind::Invalid(value), detail),
             }
         }
         if rules

@@ -1320,6 +1320,29 @@ fn hpa_behavior_table() {
                 "{UP}.stabilizationWindowSeconds: Invalid value: -1: must be greater than or equal to zero"
             )],
         ),
+        (behavior(json!({"scaleUp": {"tolerance": "0.05"}})), &[]),
+        (
+            behavior(json!({"scaleDown": {"tolerance": 0, "selectPolicy": null}})),
+            &[],
+        ),
+        (
+            behavior(json!({"scaleUp": {"tolerance": "-10m"}})),
+            &[&format!(
+                "{UP}.tolerance: Invalid value: \"-10m\": must be greater than or equal to 0"
+            )],
+        ),
+        (
+            behavior(json!({"scaleUp": {"tolerance": -0.5}})),
+            &[&format!(
+                "{UP}.tolerance: Invalid value: \"-500m\": must be greater than or equal to 0"
+            )],
+        ),
+        (
+            behavior(json!({"scaleUp": {"tolerance": "5%"}})),
+            &[&format!(
+                "{UP}.tolerance: Invalid value: \"5%\": unknown unit \"%\"; use Ki, Mi, Gi, Ti, Pi or Ei (powers of 1024), n, u, m, k, M, G, T, P or E (powers of 1000), or an exponent such as e6"
+            )],
+        ),
         (
             behavior(json!({"scaleDown": {"stabilizationWindowSeconds": 3601}})),
             &[
