@@ -12,6 +12,7 @@ const HEADERS: u8 = 0x1;
 const RST_STREAM: u8 = 0x3;
 const SETTINGS: u8 = 0x4;
 const GOAWAY: u8 = 0x7;
+const CONTINUATION: u8 = 0x9;
 
 const END_STREAM: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
@@ -270,6 +271,41 @@ async fn a_client_that_makes_the_server_reset_streams_is_cut_off() {
         .await
         .expect("the connection gets GOAWAY");
     assert_eq!(goaway.error_code(), ENHANCE_YOUR_CALM, "{goaway:?}");
+    drop(flood);
+    let mut h1 = server.client().await;
+    let (status, _) = h1
+        .post(MUTATE, fixture("mutate-create-kubectl-apply.json"))
+        .await;
+    assert_eq!(status, hyper::StatusCode::OK);
+    drop(h1);
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_endless_header_block_is_cut_off() {
+    let server = util::start_with(h2).await;
+    let (mut flood, _) = Conn::open(&server).await;
+    // CVE-2024-27316 class: HEADERS without END_HEADERS, then CONTINUATION frames forever,
+    // each adding a header the server has to buffer until the block ends.
+    let mut header = vec![0x00, 5];
+    header.extend(b"x-pad");
+    header.push(100);
+    header.extend([b'a'; 100]);
+    let mut burst = frame(HEADERS, 0, 1, &request_headers(false, "/healthz"));
+    for _ in 0..5_000 {
+        burst.extend(frame(CONTINUATION, 0, 1, &header));
+    }
+    let _ = flood.io.write_all(&burst).await;
+    let _ = flood.io.flush().await;
+    let goaway = flood
+        .until(|f| f.kind == GOAWAY)
+        .await
+        .expect("the connection gets GOAWAY");
+    assert_eq!(goaway.error_code(), ENHANCE_YOUR_CALM, "{goaway:?}");
+    assert!(
+        flood.until(|_| false).await.is_none(),
+        "the connection is closed"
+    );
     drop(flood);
     let mut h1 = server.client().await;
     let (status, _) = h1
