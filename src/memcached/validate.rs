@@ -8,7 +8,7 @@
 //! `spec.replicas` as sent, because it exists to catch objects that bypassed the defaulter.
 //!
 //! Order: R1 memory limit, R2–R4 PDB, R5 graceful shutdown, R6–R7 secrets (SASL, TLS), R8–R10
-//! autoscaling (replicas, minReplicas, CPU request, and ours: memory request); then memcached start ([`start`]), images,
+//! autoscaling (replicas, minReplicas, CPU request); then memcached start ([`start`]), images,
 //! Prometheus durations, the HPA ([`hpa`]); warnings last ([`warnings`]).
 //!
 //! A valid spec allocates nothing here (field paths are rendered only for errors).
@@ -435,16 +435,6 @@ fn autoscaling_reference(
         errors.push(FieldError::required(
             "spec.resources.requests.cpu",
             "resources.requests.cpu is required when using CPU utilization metrics",
-        ));
-    }
-    // R10's twin for memory (KEDA's rule covers both): without a request the HPA reports
-    // "missing request for memory" and never scales. A limit counts: the apiserver copies it
-    // into the absent request.
-    let has_memory_request = spec.resources.get().is_some_and(|r| r.requested_memory);
-    if !has_memory_request && uses_utilization(autoscaling, "memory") {
-        errors.push(FieldError::required(
-            "spec.resources.requests.memory",
-            "resources.requests.memory (or limits.memory) is required when using memory utilization metrics",
         ));
     }
 }

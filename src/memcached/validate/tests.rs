@@ -544,10 +544,10 @@ fn autoscaling_cpu_utilization_needs_a_cpu_request() {
     ]);
 }
 
-const MEMORY: &str = "spec.resources.requests.memory: Required value: resources.requests.memory (or limits.memory) is required when using memory utilization metrics";
+const MEMORY: &str = "spec.resources.requests.memory: not set, but the HPA scales on memory utilization; unless a LimitRange gives the container a default request, the HPA cannot compute it and does not scale (set requests.memory, or limits.memory, which the apiserver copies)";
 
 #[test]
-fn autoscaling_memory_utilization_needs_a_memory_request_or_limit() {
+fn a_memory_utilization_hpa_without_a_memory_request_is_warned_about() {
     let memory =
         |target: J| json!({"type": "Resource", "resource": {"name": "memory", "target": target}});
     let utilization = memory(json!({"type": "Utilization", "averageUtilization": 70}));
@@ -556,23 +556,25 @@ fn autoscaling_memory_utilization_needs_a_memory_request_or_limit() {
         json!({"resources": resources,
                "autoscaling": {"enabled": true, "maxReplicas": 5, "metrics": metrics}})
     };
-    table(&[
-        (spec(json!({}), json!([utilization])), &[MEMORY]),
-        (spec(json!(null), json!([utilization])), &[MEMORY]),
+    let cases: &[(J, &[&str], &[&str])] = &[
         (
             spec(json!({"requests": {"cpu": "1"}}), json!([utilization])),
+            &[],
             &[MEMORY],
         ),
+        (spec(json!(null), json!([utilization])), &[], &[MEMORY]),
         (
             spec(
                 json!({"requests": {"memory": "128Mi"}}),
                 json!([utilization]),
             ),
             &[],
+            &[],
         ),
         // The apiserver copies a limit into the absent request.
         (
             spec(json!({"limits": {"memory": "128Mi"}}), json!([utilization])),
+            &[],
             &[],
         ),
         // An AverageValue target needs no request.
@@ -584,16 +586,28 @@ fn autoscaling_memory_utilization_needs_a_memory_request_or_limit() {
                 )]),
             ),
             &[],
+            &[],
         ),
-        // Both metrics, no requests: both rules, CPU first.
-        (spec(json!({}), json!([cpu, utilization])), &[CPU, MEMORY]),
+        // Both metrics, no requests: R10 denies for CPU, memory is a warning.
+        (
+            spec(json!({}), json!([cpu, utilization])),
+            &[CPU],
+            &[MEMORY],
+        ),
         // The injected default metric is CPU only.
-        (spec(json!({"requests": {"cpu": "1"}}), json!([])), &[]),
+        (spec(json!({"requests": {"cpu": "1"}}), json!([])), &[], &[]),
         (
             json!({"autoscaling": {"enabled": false, "metrics": [utilization]}}),
             &[],
+            &[],
         ),
-    ]);
+    ];
+    for (spec, errors, warnings) in cases {
+        let o = outcome(spec.clone());
+        let got: Vec<String> = o.errors.iter().map(ToString::to_string).collect();
+        assert_eq!(got, *errors, "{spec}");
+        assert_eq!(o.warnings, *warnings, "{spec}");
+    }
 }
 
 #[test]
@@ -1397,8 +1411,8 @@ fn hpa_behavior_table() {
 
 // === warnings ===
 
-const EXPORTER_CPU: &str = "spec.monitoring.exporterResources.requests.cpu: not set, but the HPA scales on cpu utilization, which needs a request on every container of the pod (the exporter sidecar too); without one the HPA cannot compute it and does not scale";
-const EXPORTER_MEMORY: &str = "spec.monitoring.exporterResources.requests.memory: not set, but the HPA scales on memory utilization, which needs a request on every container of the pod (the exporter sidecar too); without one the HPA cannot compute it and does not scale";
+const EXPORTER_CPU: &str = "spec.monitoring.exporterResources.requests.cpu: not set, but the HPA scales on cpu utilization, which needs a request on every container of the pod, the exporter sidecar too; unless a LimitRange gives it a default request, the HPA cannot compute it and does not scale";
+const EXPORTER_MEMORY: &str = "spec.monitoring.exporterResources.requests.memory: not set, but the HPA scales on memory utilization, which needs a request on every container of the pod, the exporter sidecar too; unless a LimitRange gives it a default request, the HPA cannot compute it and does not scale";
 
 #[test]
 fn warning_table() {

@@ -1,6 +1,6 @@
 //! Specs that run but are probably a mistake: answered with admission warnings (kubectl prints
 //! them), never denials. Each names its field first. Order: threads, highAvailability, memory
-//! limit, maxConnections, PDB maxUnavailable, the exporter's requests under a utilization HPA.
+//! limit, maxConnections, PDB maxUnavailable, requests a utilization HPA needs (memcached's memory, the exporter's).
 
 use super::{OVERHEAD_MIB, Settings, effective_replicas, read_quantity};
 use crate::json::Field;
@@ -34,16 +34,27 @@ pub(super) fn collect(spec: &Spec<'_, '_>, s: &Settings<'_, '_>, warnings: &mut 
         ));
     }
     pdb_allows_total_eviction(spec, warnings);
-    exporter_requests(spec, warnings);
+    utilization_requests(spec, warnings);
 }
 
-/// The HPA averages a `Resource` utilization over every container of the pod: an exporter
-/// sidecar without that request makes it report "missing request" and stop scaling. A warning,
-/// not a denial: a LimitRange in the namespace may supply the request, which we cannot see.
-fn exporter_requests(spec: &Spec<'_, '_>, warnings: &mut Vec<String>) {
+/// The HPA sums a `Resource` metric's requests over every container of the pod and gives up
+/// ("missing request") if one has none: memcached's memory request (CPU is R10's, a denial in the
+/// reference) and the exporter sidecar's requests. Warnings, not denials: a LimitRange in the
+/// namespace may supply the request, which the webhook cannot see, and stored objects must stay
+/// updatable.
+fn utilization_requests(spec: &Spec<'_, '_>, warnings: &mut Vec<String>) {
     let Some(autoscaling) = spec.autoscaling.get().filter(|a| a.enabled) else {
         return;
     };
+    let memcached_memory = spec.resources.get().is_some_and(|r| r.requested_memory);
+    if !memcached_memory && super::uses_utilization(autoscaling, "memory") {
+        warnings.push(
+            "spec.resources.requests.memory: not set, but the HPA scales on memory utilization; \
+             unless a LimitRange gives the container a default request, the HPA cannot compute it \
+             and does not scale (set requests.memory, or limits.memory, which the apiserver copies)"
+                .to_owned(),
+        );
+    }
     let Some(monitoring) = spec.monitoring.get().filter(|m| m.enabled) else {
         return;
     };
@@ -52,8 +63,9 @@ fn exporter_requests(spec: &Spec<'_, '_>, warnings: &mut Vec<String>) {
         if !has && super::uses_utilization(autoscaling, resource) {
             warnings.push(format!(
                 "spec.monitoring.exporterResources.requests.{resource}: not set, but the HPA scales on \
-                 {resource} utilization, which needs a request on every container of the pod \
-                 (the exporter sidecar too); without one the HPA cannot compute it and does not scale"
+                 {resource} utilization, which needs a request on every container of the pod, the \
+                 exporter sidecar too; unless a LimitRange gives it a default request, the HPA \
+                 cannot compute it and does not scale"
             ));
         }
     }
