@@ -11,6 +11,7 @@ const DATA: u8 = 0x0;
 const HEADERS: u8 = 0x1;
 const RST_STREAM: u8 = 0x3;
 const SETTINGS: u8 = 0x4;
+const PING: u8 = 0x6;
 const GOAWAY: u8 = 0x7;
 const CONTINUATION: u8 = 0x9;
 
@@ -38,6 +39,16 @@ impl Frame {
     fn error_code(&self) -> u32 {
         let at = if self.kind == GOAWAY { 4 } else { 0 };
         u32::from_be_bytes(self.payload[at..at + 4].try_into().unwrap())
+    }
+
+    /// A GOAWAY's last stream id (the highest the server may have processed).
+    fn last_stream(&self) -> u32 {
+        u32::from_be_bytes(self.payload[..4].try_into().unwrap()) & 0x7fff_ffff
+    }
+
+    /// A GOAWAY's debug data: h2 names the limit that was hit.
+    fn debug_data(&self) -> String {
+        String::from_utf8_lossy(&self.payload[8..]).into_owned()
     }
 
     /// The value of one parameter of a SETTINGS frame.
@@ -218,6 +229,11 @@ async fn a_rapid_reset_flood_is_cut_off_while_others_are_served() {
         .await
         .expect("the flooding connection gets GOAWAY");
     assert_eq!(goaway.error_code(), ENHANCE_YOUR_CALM, "{goaway:?}");
+    // The 21st cancelled stream (ids 1, 3, ..., 41) is one more than the 20 allowed pending.
+    assert_eq!(
+        (goaway.last_stream(), goaway.debug_data().as_str()),
+        (41, "too_many_resets")
+    );
     assert!(flood.until(|_| false).await.is_none(), "and is then closed");
 
     // A connection opened before the flood, and a new HTTP/1.1 one, are answered.
@@ -255,22 +271,37 @@ async fn a_client_that_makes_the_server_reset_streams_is_cut_off() {
     malformed.extend(b"connection");
     malformed.extend([5]);
     malformed.extend(b"close");
-    let mut burst = Vec::new();
-    for i in 0..1100u32 {
-        burst.extend(frame(
-            HEADERS,
-            END_HEADERS | END_STREAM,
-            2 * i + 1,
-            &malformed,
-        ));
-    }
-    let _ = flood.io.write_all(&burst).await;
+    let malformed_streams = |ids: std::ops::Range<u32>| {
+        let mut burst = Vec::new();
+        for i in ids {
+            burst.extend(frame(
+                HEADERS,
+                END_HEADERS | END_STREAM,
+                2 * i + 1,
+                &malformed,
+            ));
+        }
+        burst
+    };
+    // 1024 are tolerated: a PING after them is still answered.
+    let mut burst = malformed_streams(0..1024);
+    burst.extend(frame(PING, 0, 0, b"tolerate"));
+    flood.send(&burst).await;
+    let pong = flood
+        .until(|f| f.kind == PING || f.kind == GOAWAY)
+        .await
+        .expect("the server answers the PING");
+    assert_eq!((pong.kind, pong.flags), (PING, ACK), "{pong:?}");
+    assert_eq!(pong.payload, b"tolerate");
+    // The 1025th ends the connection.
+    let _ = flood.io.write_all(&malformed_streams(1024..1025)).await;
     let _ = flood.io.flush().await;
     let goaway = flood
         .until(|f| f.kind == GOAWAY)
         .await
         .expect("the connection gets GOAWAY");
     assert_eq!(goaway.error_code(), ENHANCE_YOUR_CALM, "{goaway:?}");
+    assert_eq!(goaway.debug_data(), "too_many_internal_resets");
     drop(flood);
     let mut h1 = server.client().await;
     let (status, _) = h1
@@ -302,6 +333,7 @@ async fn an_endless_header_block_is_cut_off() {
         .await
         .expect("the connection gets GOAWAY");
     assert_eq!(goaway.error_code(), ENHANCE_YOUR_CALM, "{goaway:?}");
+    assert_eq!(goaway.debug_data(), "too_many_continuations");
     assert!(
         flood.until(|_| false).await.is_none(),
         "the connection is closed"
