@@ -316,14 +316,16 @@ pub fn review(
     })
 }
 
-/// What this thread's scratch holds on to between requests, in tape nodes and patch bytes.
+/// What this thread's scratch holds on to between requests: tape nodes, patch bytes, and the
+/// structural indexes the last parse left (simd-json shows their length, not its capacity).
 #[cfg(test)]
-fn retained() -> (usize, usize) {
+fn retained() -> (usize, usize, usize) {
     SCRATCH.with(|s| {
         let s = s.borrow();
         (
             s.tape.as_ref().map_or(0, |t| t.0.capacity()),
             s.patch.capacity(),
+            s.buffers.structural_indexes().len(),
         )
     })
 }

@@ -8,9 +8,11 @@ use tracing_appender::non_blocking::{ErrorCounter, NonBlockingBuilder, WorkerGua
 
 use crate::config::LogFormat;
 
-/// Lines queued for the writer thread at most (tracing-appender's default): about 25 MB of
-/// admission lines, minutes of a busy webhook's output.
-const QUEUED_LINES: usize = 128_000;
+/// Lines queued for the writer thread at most. A line is about 300-600 bytes (longest names,
+/// JSON), so a full queue is 5-10 MB: well inside the Deployment's 128Mi limit, where
+/// tracing-appender's default of 128k lines could take 80 MB exactly when stderr is stuck.
+/// 16k lines still absorb a stall of many seconds at a busy apiserver's rate.
+const QUEUED_LINES: usize = 16 * 1024;
 
 static DROPPED: OnceLock<ErrorCounter> = OnceLock::new();
 
@@ -34,7 +36,7 @@ impl std::fmt::Display for Error {
 impl std::error::Error for Error {}
 
 /// Installs the global subscriber writing to `writer` through the queue. Keep the guard alive
-/// until exit: dropping it flushes the lines still queued.
+/// until exit: dropping it gives the writer thread about a second to write what is queued.
 pub fn init<W>(format: LogFormat, level: &str, writer: W) -> Result<WorkerGuard, Error>
 where
     W: std::io::Write + Send + 'static,
@@ -105,10 +107,21 @@ mod tests {
             init(LogFormat::Text, "info", std::io::sink()),
             Err(Error::AlreadyInstalled)
         ));
-        // Far more lines than the queue holds: this loop finishing at all is the point.
-        for i in 0..QUEUED_LINES + 1000 {
-            tracing::info!(i, "a line");
-        }
+        // Far more lines than the queue holds, on another thread so that a logger that blocks
+        // fails this test instead of hanging it.
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for i in 0..QUEUED_LINES + 1000 {
+                tracing::info!(i, "a line");
+            }
+            let _ = done.send(());
+        });
+        assert!(
+            finished
+                .recv_timeout(std::time::Duration::from_secs(30))
+                .is_ok(),
+            "logging blocked on a stuck writer"
+        );
         assert!(dropped_lines() >= 999, "dropped {}", dropped_lines());
         drop(held);
         drop(guard);

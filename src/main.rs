@@ -11,7 +11,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let mut config = Config::parse();
     config.apply_dev_mode();
-    // Held to the end of main: dropping it flushes the queued log lines.
+    // Held to the end of main: dropping it gives the queued log lines about a second to be written.
     let _log = match logging::init(config.log_format, &config.log_level, std::io::stderr()) {
         Ok(guard) => guard,
         Err(e) => {

@@ -219,6 +219,11 @@ fn a_huge_review_leaves_no_big_buffers_behind() {
     let after = retained();
     assert!(after.0 <= warm.0.max(1024), "tape kept {} nodes", after.0);
     assert!(after.1 <= warm.1.max(1024), "patch kept {} bytes", after.1);
+    assert!(
+        after.2 <= warm.2,
+        "parser kept {} structural indexes",
+        after.2
+    );
     // And a small review right after still works on the fresh buffers.
     run(Webhook::Mutate, &small).unwrap();
     assert_eq!(retained(), warm);
