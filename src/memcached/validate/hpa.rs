@@ -509,7 +509,11 @@ impl Checker<'_> {
                         "must be greater than or equal to 0",
                     ),
                 Ok(_) => {}
-                Err(BadValue { value, detail }) => self.push(&p, ErrorKind::Invalid(value), detail),
+                Err(BadValue { value, detail }) => self.push(
+                    &p,
+                    ErrorKind::Invalid(value),
+                    format!("{detail}; a tolerance is a fraction, e.g. 0.05 for 5%"),
+                ),
             }
         }
         if rules

@@ -1354,7 +1354,7 @@ fn hpa_behavior_table() {
         (
             behavior(json!({"scaleUp": {"tolerance": "5%"}})),
             &[&format!(
-                "{UP}.tolerance: Invalid value: \"5%\": unknown unit \"%\"; use Ki, Mi, Gi, Ti, Pi or Ei (powers of 1024), n, u, m, k, M, G, T, P or E (powers of 1000), or an exponent such as e6"
+                "{UP}.tolerance: Invalid value: \"5%\": unknown unit \"%\"; use Ki, Mi, Gi, Ti, Pi or Ei (powers of 1024), n, u, m, k, M, G, T, P or E (powers of 1000), or an exponent such as e6; a tolerance is a fraction, e.g. 0.05 for 5%"
             )],
         ),
         (
