@@ -22,6 +22,8 @@ mod metrics;
 mod mutate;
 /// Certificate hot reload, client certificates, TLS versions.
 mod reload;
+/// Hostile objects and damaged reviews, in process: always an answer, every patch applies.
+mod robustness;
 /// SIGTERM-style shutdown with a request in flight.
 mod shutdown;
 /// POST /validate end to end: allowed, denied with causes, warnings.
