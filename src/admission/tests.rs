@@ -228,3 +228,44 @@ fn a_huge_review_leaves_no_big_buffers_behind() {
     run(Webhook::Mutate, &small).unwrap();
     assert_eq!(retained(), warm);
 }
+
+/// The log lines `body` produces at info level, as the binary logs by default.
+fn info_lines(webhook: Webhook, body: &[u8]) -> String {
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    tracing::subscriber::with_default(subscriber, || run(webhook, body)).unwrap();
+    String::from_utf8(captured.0.lock().unwrap().clone()).unwrap()
+}
+
+#[test]
+fn denials_are_logged_at_info_and_allowed_admissions_are_not() {
+    let allowed = info_lines(
+        Webhook::Mutate,
+        &fixture("mutate-create-kubectl-apply.json"),
+    );
+    assert_eq!(allowed, "", "an allowed admission logs at debug only");
+    let denied = info_lines(Webhook::Validate, &fixture("invalid-spec.json"));
+    assert_eq!(denied.lines().count(), 1, "{denied}");
+    assert!(
+        denied.contains("admission")
+            && denied.contains("allowed=false")
+            && denied.contains("code=422"),
+        "{denied}"
+    );
+}
