@@ -184,21 +184,3 @@ async fn hundreds_of_idle_connections_are_dropped_and_others_are_served() {
     still_serving(&server).await;
     server.stop().await.unwrap();
 }
-
-#[tokio::test]
-async fn a_connection_that_never_sends_a_request_gets_the_header_deadline_not_the_idle_one() {
-    let server = util::start_with(|c| {
-        c.header_read_timeout = Duration::from_millis(300);
-        c.idle_timeout = Duration::from_secs(30);
-    })
-    .await;
-    let mut silent = server.tls(&[b"http/1.1"]).await.unwrap();
-    still_serving(&server).await;
-    let (answer, took) = until_closed(&mut silent).await;
-    assert!(answer.is_empty());
-    assert!(
-        took < Duration::from_secs(5),
-        "held for the idle timeout: {took:?}"
-    );
-    server.stop().await.unwrap();
-}

@@ -127,16 +127,12 @@ struct Activity {
 }
 
 impl Activity {
-    /// An HTTP/1 connection starts on the header deadline: a client opens one to send a request
-    /// (the apiserver dials on demand), so one that sends nothing after its handshake gets
-    /// `--header-read-timeout`, not the keep-alive idle time meant for connections between
-    /// requests. HTTP/2 connections idle from the start (see [`Shared::run`]).
     fn new(track_headers: bool) -> Self {
         Activity {
             epoch: Instant::now(),
             track_headers,
             in_flight: AtomicUsize::new(0),
-            reading: AtomicBool::new(track_headers),
+            reading: AtomicBool::new(false),
             since: AtomicU64::new(0),
         }
     }
