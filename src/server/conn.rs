@@ -127,6 +127,9 @@ struct Activity {
 }
 
 impl Activity {
+    /// A new connection starts idle, not on the header deadline: Go's http.Transport (the
+    /// apiserver's client) parks a freshly dialed connection unused when another became free
+    /// first, and closing it early would race the client's reuse of it.
     fn new(track_headers: bool) -> Self {
         Activity {
             epoch: Instant::now(),
