@@ -15,7 +15,8 @@
 //! - `LATENCY_REQUESTS` (20000): measured requests per case for fixtures up to 64 KB; the
 //!   100 KB fixture gets a tenth, the 1.5 MB one and fresh handshakes a fiftieth.
 //! - `LATENCY_CONNECTIONS` (cores - 1, at least 1): connections, each with one request in
-//!   flight. Keep it below the core count: client, server and floor share this process.
+//!   flight. Keep it below the core count for the latency gate (client, server and floor share
+//!   this machine); raise it (e.g. 8) for CPU figures without a wake-up per request.
 //! - `LATENCY_ROUNDS` (4): floor/ours alternations per case.
 //! - `LATENCY_MAX_RATIO` (3.0): the gate, see [`DEFAULT_MAX_RATIO`].
 //! - `LATENCY_SMOKE=1`: 200 requests per case, one round, no gate.
@@ -24,7 +25,7 @@
 //! - `LATENCY_LOG=1`: install the production log subscriber (text, info) writing to
 //!   /dev/null through its queue, as the binary does by default (allowed admissions log at
 //!   debug, so this shows what the disabled line costs; with
-//!   `LATENCY_LOG_LEVEL=info,memcached_webhook=debug` each admission logs its line).
+//!   `LATENCY_LOG_LEVEL=info,memcached_webhook::admission=debug` each admission logs its line).
 //!
 //! Servers and clients run on two tokio runtimes of 2 workers each, so the server threads'
 //! CPU time is the server's alone: the second table is server CPU per request, the figure the
@@ -115,7 +116,7 @@ fn main() -> ExitCode {
             .expect("the log subscriber installs")
     });
     // Servers and clients on runtimes of their own, so that the server threads' CPU time is
-    // the server's alone (see [`server_cpu`]).
+    // the server's alone (see [`server_threads_cpu`]).
     let servers = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name(SERVER_THREADS)
@@ -136,12 +137,13 @@ fn main() -> ExitCode {
 /// The name of every server thread (tokio workers and blocking pool).
 const SERVER_THREADS: &str = "bench-server";
 
-/// CPU time used so far by the server threads and the log writer thread: the kernel's
-/// `se.sum_exec_runtime` (ns precision) where /proc shows it, else utime + stime (10 ms ticks).
-fn server_cpu() -> Duration {
-    let mut total = Duration::ZERO;
+/// CPU time used so far by each server thread and the log writer thread, by thread id: the
+/// kernel's `se.sum_exec_runtime` (ns precision) where /proc shows it, else utime + stime
+/// (10 ms ticks: meaningful only over long runs).
+fn server_threads_cpu() -> std::collections::HashMap<String, Duration> {
+    let mut threads = std::collections::HashMap::new();
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return total;
+        return threads;
     };
     for task in tasks.flatten() {
         let path = task.path();
@@ -154,7 +156,7 @@ fn server_cpu() -> Duration {
             let ms = l.strip_prefix("se.sum_exec_runtime")?;
             ms.trim_start_matches([' ', ':']).trim().parse::<f64>().ok()
         });
-        total += match precise {
+        let used = match precise {
             Some(ms) => Duration::from_secs_f64(ms / 1e3),
             None => {
                 let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
@@ -168,8 +170,18 @@ fn server_cpu() -> Duration {
                 Duration::from_millis(ticks * 10)
             }
         };
+        threads.insert(task.file_name().to_string_lossy().into_owned(), used);
     }
-    total
+    threads
+}
+
+/// Server CPU used since `before`, thread by thread: a thread that started since counts whole,
+/// one that exited since (an idle blocking-pool thread) counts nothing rather than minus its life.
+fn server_cpu_since(before: &std::collections::HashMap<String, Duration>) -> Duration {
+    server_threads_cpu()
+        .into_iter()
+        .map(|(tid, now)| now.saturating_sub(before.get(&tid).copied().unwrap_or_default()))
+        .sum()
 }
 
 // === servers ===
@@ -522,7 +534,7 @@ async fn drive(
     }
     start.wait().await;
     let started = Instant::now();
-    let cpu_before = server_cpu();
+    let cpu_before = server_threads_cpu();
     let mut run = Run::empty();
     for task in tasks {
         let (latencies, errors) = task.await.expect("a client task does not panic");
@@ -532,7 +544,7 @@ async fn drive(
         run.errors += errors;
     }
     run.elapsed = started.elapsed();
-    run.server_cpu = server_cpu().saturating_sub(cpu_before);
+    run.server_cpu = server_cpu_since(&cpu_before);
     run
 }
 
