@@ -179,26 +179,11 @@ fn object(members: Vec<BoxedStrategy<Member>>) -> BoxedStrategy<J> {
 }
 
 fn int() -> BoxedStrategy<J> {
-    proptest::sample::select(
-        &[
-            0i64,
-            1,
-            2,
-            3,
-            5,
-            10,
-            30,
-            64,
-            100,
-            1024,
-            1801,
-            3601,
-            -1,
-            1 << 40,
-        ][..],
-    )
-    .prop_map(|n| json!(n))
-    .boxed()
+    // In int32 range: out-of-range numbers come from `leaf()`, with the other ill-typed values.
+    const INTS: &[i64] = &[0, 1, 2, 3, 5, 10, 30, 64, 100, 1024, 1801, 3601, -1];
+    proptest::sample::select(INTS)
+        .prop_map(|n| json!(n))
+        .boxed()
 }
 
 fn string() -> BoxedStrategy<J> {
@@ -207,8 +192,9 @@ fn string() -> BoxedStrategy<J> {
         .boxed()
 }
 
+/// Mostly `true`: the rules behind `enabled` are the ones worth reaching.
 fn flag() -> BoxedStrategy<J> {
-    any::<bool>().prop_map(J::Bool).boxed()
+    prop_oneof![3 => Just(J::Bool(true)), 1 => Just(J::Bool(false))].boxed()
 }
 
 fn int_or_string() -> BoxedStrategy<J> {
@@ -405,6 +391,11 @@ proptest! {
                 let mut patched = object.clone();
                 json_patch::patch(&mut patched, &patch)
                     .map_err(|e| TestCaseError::fail(format!("{e}: {ops} on {object}")))?;
+                // Defaulting is idempotent: the apiserver may call the webhook again
+                // (reinvocationPolicy: IfNeeded) and must then get nothing to change.
+                let again = answer(Webhook::Mutate, &review_of(&patched));
+                prop_assert_eq!(&again["response"]["allowed"], true, "{}", again);
+                prop_assert!(again["response"].get("patch").is_none(), "patched twice: {}", patched);
             }
         }
     }
@@ -416,7 +407,9 @@ proptest! {
     ) {
         let name = ["mutate-create-kubectl-apply.json", "mutate-update-kubectl-apply.json",
                     "validate-create-kubectl-create.json"][which];
-        let mut body = fixture(name);
+        let pristine = fixture(name);
+        let expected = answer(Webhook::Mutate, &pristine);
+        let mut body = pristine.clone();
         for (at, kind, byte) in edits {
             let i = at.index(body.len().max(1));
             match kind {
@@ -440,5 +433,7 @@ proptest! {
                 Err(e) => prop_assert!(!e.to_string().is_empty()),
             }
         }
+        // Nothing a failed parse leaves in the thread's reused buffers changes the next answer.
+        prop_assert_eq!(answer(Webhook::Mutate, &pristine), expected);
     }
 }

@@ -249,6 +249,10 @@ fn info_lines(webhook: Webhook, body: &[u8]) -> String {
         .with_ansi(false)
         .with_writer(move || writer.clone())
         .finish();
+    // While a scoped dispatcher is the only one registered, tracing-core may cache a callsite's
+    // interest from another thread's (empty) default (tokio-rs/tracing#3611); a second live
+    // dispatcher keeps it on the general path.
+    let _second = tracing::Dispatch::new(tracing_subscriber::registry());
     tracing::subscriber::with_default(subscriber, || run(webhook, body)).unwrap();
     String::from_utf8(captured.0.lock().unwrap().clone()).unwrap()
 }
