@@ -28,14 +28,6 @@ async fn until_closed(stream: &mut (impl AsyncReadExt + Unpin)) -> (Vec<u8>, Dur
     }
 }
 
-async fn still_serving(server: &util::TestServer) {
-    let mut client = server.client().await;
-    let (status, _) = client
-        .post(MUTATE, fixture("mutate-create-kubectl-apply.json"))
-        .await;
-    assert_eq!(status, StatusCode::OK);
-}
-
 #[tokio::test]
 async fn plain_http_and_garbage_on_the_tls_port_are_dropped() {
     let server = util::start_with(short).await;
@@ -48,7 +40,7 @@ async fn plain_http_and_garbage_on_the_tls_port_are_dropped() {
         let (_, took) = until_closed(&mut tcp).await;
         assert!(took < Duration::from_secs(2));
     }
-    still_serving(&server).await;
+    util::still_serving(&server).await;
     server.stop().await.unwrap();
 }
 
@@ -56,7 +48,7 @@ async fn plain_http_and_garbage_on_the_tls_port_are_dropped() {
 async fn a_handshake_that_never_finishes_is_cut_off() {
     let server = util::start_with(short).await;
     let mut silent = TcpStream::connect(server.webhook).await.unwrap();
-    still_serving(&server).await;
+    util::still_serving(&server).await;
     let (_, took) = until_closed(&mut silent).await;
     assert!(
         took >= Duration::from_millis(200),
@@ -78,7 +70,7 @@ async fn slow_headers_are_cut_off_while_others_are_served() {
         let _ = slow.write_all(b"X").await;
         until_closed(&mut slow).await
     });
-    still_serving(&server).await;
+    util::still_serving(&server).await;
     let (answer, took) = cut.await.unwrap();
     assert!(answer.is_empty(), "no response to an unfinished request");
     assert!(took < Duration::from_secs(2), "{took:?}");
@@ -90,7 +82,7 @@ async fn a_slow_body_gets_408() {
     let server = util::start_with(short).await;
     let mut slow = server.tls(&[b"http/1.1"]).await.unwrap();
     slow.write_all(b"POST /mutate-memcached-c5c3-io-v1beta1-memcached HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"a\"").await.unwrap();
-    still_serving(&server).await;
+    util::still_serving(&server).await;
     let (answer, _) = until_closed(&mut slow).await;
     assert!(
         String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 408"),
@@ -135,7 +127,7 @@ async fn oversized_headers_are_refused() {
         "{}",
         String::from_utf8_lossy(&answer)
     );
-    still_serving(&server).await;
+    util::still_serving(&server).await;
     server.stop().await.unwrap();
 }
 
@@ -175,12 +167,12 @@ async fn hundreds_of_idle_connections_are_dropped_and_others_are_served() {
     for _ in 0..300 {
         idle.push(TcpStream::connect(server.webhook).await.unwrap());
     }
-    still_serving(&server).await;
+    util::still_serving(&server).await;
     // Every idle connection is closed once its handshake deadline passes.
     for mut tcp in idle {
         let (_, took) = until_closed(&mut tcp).await;
         assert!(took < Duration::from_secs(3));
     }
-    still_serving(&server).await;
+    util::still_serving(&server).await;
     server.stop().await.unwrap();
 }

@@ -168,6 +168,15 @@ impl TestServer {
     }
 }
 
+/// A well-behaved client is answered: a new HTTP/1.1 connection posts the typical review.
+pub async fn still_serving(server: &TestServer) {
+    let mut client = server.client().await;
+    let (status, _) = client
+        .post(MUTATE, fixture("mutate-create-kubectl-apply.json"))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+}
+
 pub struct Client {
     pub sender: http1::SendRequest<Full<Bytes>>,
 }
