@@ -1,5 +1,7 @@
 //! Drift: everything the binary and the manifests share (ports, paths, webhook names, cert file
-//! names, the Secret, labels, CRD defaults) must agree with the binary's own constants.
+//! names, the Secret, labels, CRD defaults) must agree with the binary's own constants, and the
+//! default install must leave the operator's CRD alone. `.ci/check-deploy` builds the same
+//! kustomizations with kubectl and validates them against the Kubernetes schemas.
 
 use clap::Parser;
 use memcached_webhook::admission::{MUTATE_PATH, VALIDATE_PATH};
@@ -15,6 +17,32 @@ fn docs(file: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The documents a kustomization directory under `manifests/` includes: its `resources` and
+/// `components`, files or directories, followed recursively (what `kubectl kustomize` starts
+/// from, before its transformers).
+fn kustomization_docs(dir: &str) -> Vec<Value> {
+    let kustomization = &docs(&format!("{dir}/kustomization.yaml"))[0];
+    let mut out = Vec::new();
+    for key in ["resources", "components"] {
+        for entry in kustomization[key].as_sequence().into_iter().flatten() {
+            let path = format!("{dir}/{}", s(entry));
+            let full = format!("{}/manifests/{path}", env!("CARGO_MANIFEST_DIR"));
+            if std::path::Path::new(&full).is_dir() {
+                out.extend(kustomization_docs(&path));
+            } else {
+                out.extend(docs(&path));
+            }
+        }
+    }
+    out
+}
+
+fn kinds(docs: &[Value]) -> Vec<&str> {
+    let mut kinds: Vec<&str> = docs.iter().map(|d| s(&d["kind"])).collect();
+    kinds.sort_unstable();
+    kinds
+}
+
 fn kind<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
     docs.iter()
         .find(|d| d["kind"] == kind)
@@ -27,7 +55,7 @@ fn s(v: &Value) -> &str {
 
 /// The Deployment's container args, parsed by the binary's own flag parser.
 fn deployed_config() -> (Config, Value) {
-    let deployment = kind(&docs("deployment.yaml"), "Deployment").clone();
+    let deployment = kind(&docs("base/deployment.yaml"), "Deployment").clone();
     let container = deployment["spec"]["template"]["spec"]["containers"][0].clone();
     let args: Vec<String> = container["args"]
         .as_sequence()
@@ -42,23 +70,87 @@ fn deployed_config() -> (Config, Value) {
 }
 
 #[test]
+fn the_default_install_is_the_webhook_alone_and_with_crd_adds_the_crd() {
+    let webhook = kustomization_docs(".");
+    let webhook_kinds = kinds(&webhook);
+    assert!(
+        !webhook_kinds.contains(&"CustomResourceDefinition"),
+        "manifests/ must not install the operator's CRD: {webhook_kinds:?}"
+    );
+    for needed in [
+        "Namespace",
+        "ServiceAccount",
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+        "NetworkPolicy",
+        "Issuer",
+        "Certificate",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        assert!(
+            webhook_kinds.contains(&needed),
+            "manifests/ lacks a {needed}"
+        );
+    }
+
+    let with_crd = kustomization_docs("with-crd");
+    let crds: Vec<&Value> = with_crd
+        .iter()
+        .filter(|d| d["kind"] == "CustomResourceDefinition")
+        .collect();
+    assert_eq!(crds.len(), 1, "manifests/with-crd/ has one CRD");
+    assert_eq!(
+        s(&crds[0]["metadata"]["name"]),
+        "memcacheds.memcached.c5c3.io"
+    );
+    let mut rest: Vec<&Value> = with_crd
+        .iter()
+        .filter(|d| d["kind"] != "CustomResourceDefinition")
+        .collect();
+    let mut alone: Vec<&Value> = webhook.iter().collect();
+    let key = |d: &&Value| serde_yaml_ng::to_string(d).unwrap();
+    rest.sort_by_key(key);
+    alone.sort_by_key(key);
+    assert_eq!(
+        rest, alone,
+        "with-crd is the webhook plus the CRD, nothing else"
+    );
+}
+
+#[test]
 fn webhook_configurations_match_the_routes_and_the_service() {
-    let webhooks = docs("webhooks.yaml");
-    let service = kind(&docs("service.yaml"), "Service").clone();
-    for (config_kind, name, path) in [
+    let webhooks = docs("base/webhooks.yaml");
+    let service = kind(&docs("base/service.yaml"), "Service").clone();
+    for (config_kind, name, operators, path) in [
         (
             "MutatingWebhookConfiguration",
+            "mutate.memcached-webhook.c5c3.io",
             "mmemcached-v1beta1.kb.io",
             MUTATE_PATH,
         ),
         (
             "ValidatingWebhookConfiguration",
+            "validate.memcached-webhook.c5c3.io",
             "vmemcached-v1beta1.kb.io",
             VALIDATE_PATH,
         ),
     ] {
         let hook = &kind(&webhooks, config_kind)["webhooks"][0];
+        // Not the operator's name, so that while both are installed an error names the webhook
+        // that gave it; the API server wants a fully qualified name (three or more DNS labels).
         assert_eq!(s(&hook["name"]), name);
+        assert_ne!(name, operators);
+        let labels: Vec<&str> = name.split('.').collect();
+        assert!(labels.len() >= 3, "{name} is not fully qualified");
+        assert!(
+            labels.iter().all(|l| !l.is_empty()
+                && l.len() <= 63
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')),
+            "{name} is not a DNS subdomain"
+        );
         let svc = &hook["clientConfig"]["service"];
         assert_eq!(s(&svc["path"]), path, "{config_kind} path");
         assert_eq!(svc["name"], service["metadata"]["name"]);
@@ -139,7 +231,7 @@ fn deployment_ports_probes_and_certificates_match_the_binary() {
         .iter()
         .find(|v| v["name"] == mount["name"])
         .unwrap();
-    let certificates = docs("certificates.yaml");
+    let certificates = docs("base/certificates.yaml");
     let serving = certificates
         .iter()
         .filter(|d| d["kind"] == "Certificate")
@@ -152,7 +244,7 @@ fn deployment_ports_probes_and_certificates_match_the_binary() {
     );
 
     // The serving certificate names the Service the webhooks call.
-    let service = kind(&docs("service.yaml"), "Service").clone();
+    let service = kind(&docs("base/service.yaml"), "Service").clone();
     let dns = format!(
         "{}.{}.svc",
         s(&service["metadata"]["name"]),
@@ -188,7 +280,7 @@ fn deployment_ports_probes_and_certificates_match_the_binary() {
 #[test]
 fn crd_defaults_are_the_webhook_defaults() {
     let crd = kind(
-        &docs("crd/memcached.c5c3.io_memcacheds.yaml"),
+        &docs("components/crd/memcached.c5c3.io_memcacheds.yaml"),
         "CustomResourceDefinition",
     )
     .clone();
