@@ -72,9 +72,9 @@ def first_sentence(text: str) -> str:
             depth += 1
         elif ch == ")":
             depth = max(0, depth - 1)
-        elif ch == "." and depth == 0 and (i + 1 == len(text) or text[i + 1] == " "):
-            if not text[: i + 1].endswith(ABBREVIATIONS):
-                return text[: i + 1]
+        elif (ch == "." and depth == 0 and (i + 1 == len(text) or text[i + 1] == " ")
+              and not text[: i + 1].endswith(ABBREVIATIONS)):
+            return text[: i + 1]
     return text
 
 
