@@ -119,6 +119,30 @@ fn the_default_install_is_the_webhook_alone_and_with_crd_adds_the_crd() {
     );
 }
 
+/// The hand-over from the operator installs the server first with `kubectl apply -k manifests/
+/// -l '!memcached-webhook.c5c3.io/configuration'`: the label must select exactly the two webhook
+/// configurations, or that step would register this webhook early (two webhooks judging) or
+/// leave part of the server out.
+#[test]
+fn only_the_webhook_configurations_carry_the_hand_over_label() {
+    let label = "memcached-webhook.c5c3.io/configuration";
+    let docs = kustomization_docs(".");
+    let mut labelled: Vec<&str> = docs
+        .iter()
+        .filter(|d| !d["metadata"]["labels"][label].is_null())
+        .map(|d| s(&d["kind"]))
+        .collect();
+    labelled.sort_unstable();
+    assert_eq!(
+        labelled,
+        [
+            "MutatingWebhookConfiguration",
+            "ValidatingWebhookConfiguration"
+        ],
+        "objects labelled {label}"
+    );
+}
+
 #[test]
 fn webhook_configurations_match_the_routes_and_the_service() {
     let webhooks = docs("base/webhooks.yaml");
