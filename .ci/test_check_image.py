@@ -237,6 +237,20 @@ class Verdicts(unittest.TestCase):
         self.assertIn("not an AdmissionReview", ci.check_review(200, b"[]", request))
 
 
+class FirstError(unittest.TestCase):
+    def test_cargo_error_with_its_cause(self):
+        output = ("   Compiling serde v1.0.0\n"
+                  "error: failed to parse manifest at `/src/Cargo.toml`\n\nCaused by:\n"
+                  "  can't find `latency2` bench at `benches/latency2.rs`\n")
+        self.assertEqual(ci.first_error(output), "error: failed to parse manifest at "
+                         "`/src/Cargo.toml` / can't find `latency2` bench at `benches/latency2.rs`")
+
+    def test_last_line_without_an_error_line(self):
+        output = "touch: cannot touch 'src/main.rs': No such file or directory\n\n"
+        self.assertEqual(ci.first_error(output),
+                         "touch: cannot touch 'src/main.rs': No such file or directory")
+
+
 class LoopbackArgs(unittest.TestCase):
     def test_every_bind_address_moves_to_loopback(self):
         args, ports = ci.loopback_args(["--webhook-bind-address=0.0.0.0:9443",
