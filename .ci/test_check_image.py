@@ -235,6 +235,11 @@ class Verdicts(unittest.TestCase):
         self.assertIn("patchType", ci.check_review(200, json.dumps(no_patch).encode(), request))
         self.assertIn("HTTP 500", ci.check_review(500, b"boom", request))
         self.assertIn("not an AdmissionReview", ci.check_review(200, b"[]", request))
+        self.assertIn("not an AdmissionReview",
+                      ci.check_review(200, b'{"response": "yes"}', request))
+        bad_patch = json.loads(json.dumps(good))
+        bad_patch["response"]["patch"] = "%%%"
+        self.assertIn("not base64", ci.check_review(200, json.dumps(bad_patch).encode(), request))
 
 
 class FirstError(unittest.TestCase):
