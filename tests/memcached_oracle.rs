@@ -1,5 +1,5 @@
-//! The oracle: for a few hundred `spec.memcached` settings (the boundaries from
-//! `validation-facts.md` and seeded random ones), the webhook admits the spec if and only if the
+//! The oracle: for a few hundred `spec.memcached` settings (the boundaries of memcached 1.6's
+//! fatal checks and seeded random ones), the webhook admits the spec if and only if the
 //! real memcached, started with the flags the operator renders, stays up and answers `version`.
 //!
 //! memcached runs as in a pod: two listeners (`-l 127.0.0.1,127.0.0.2`, like 0.0.0.0 and ::),
@@ -140,7 +140,7 @@ impl Rng {
     }
 }
 
-/// The boundaries of `validation-facts.md` section 1, each with a neighbour on the other side.
+/// The boundaries of memcached 1.6's fatal checks (`src/memcached/validate/start.rs`), each with a neighbour on the other side.
 fn edge_cases() -> Vec<Case> {
     let mut cases = vec![
         Case::new(64, 1024, 4, "1m"),
