@@ -63,6 +63,8 @@ fn an_unreadable_client_ca_exits_naming_the_file() {
             "127.0.0.1:0",
             "--health-probe-bind-address",
             "127.0.0.1:0",
+            "--metrics-bind-address",
+            "127.0.0.1:0",
         ])
         .output()
         .unwrap();
