@@ -215,7 +215,7 @@ mod baseline {
         v.and_then(Value::as_str).is_none_or(str::is_empty)
     }
 
-    /// The defaulting rules of `memcached-defaulting-webhook.txt`, on a DOM.
+    /// The reference operator's defaulting rules, on a DOM.
     pub fn apply_defaults(object: &mut Value) -> Vec<String> {
         let mut warnings = Vec::new();
         let Some(object) = object.as_object_mut() else {

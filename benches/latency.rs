@@ -63,11 +63,11 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 /// Why 3.0: the floor already pays TCP, TLS, HTTP and reading the body, so what is left is
 /// our handler (2-8 µs for the fixtures up to 4 KB, ~0.1 ms for 100 KB, against floor p99s of
 /// ~100-400 µs) and the server around it (deadlines, connection tracking, hyper-util's auto
-/// builder). On this shared 2-core machine p99 moves several-fold with load at the same code
-/// (crates.md §7); a same-run ratio with alternating rounds cancels most of that but not all:
-/// measured ratios sit at 0.9-1.6, so 3.0 leaves room for scheduler noise and still fails on
-/// the regressions that matter (a blocking call or a lock on the runtime, a copy or a
-/// handshake per request, an O(n^2) parse, a Nagle stall), which show up as 5-50x.
+/// builder). On this shared 2-core machine p99 moves several-fold with load at the same code;
+/// a same-run ratio with alternating rounds cancels most of that but not all: measured ratios
+/// sit at 0.9-1.6, so 3.0 leaves room for scheduler noise and still fails on the regressions
+/// that matter (a blocking call or a lock on the runtime, a copy or a handshake per request, an
+/// O(n^2) parse, a Nagle stall), which show up as 5-50x.
 const DEFAULT_MAX_RATIO: f64 = 3.0;
 
 struct Settings {

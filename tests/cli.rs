@@ -63,6 +63,8 @@ fn an_unreadable_client_ca_exits_naming_the_file() {
             "127.0.0.1:0",
             "--health-probe-bind-address",
             "127.0.0.1:0",
+            "--metrics-bind-address",
+            "127.0.0.1:0",
         ])
         .output()
         .unwrap();
@@ -72,4 +74,137 @@ fn an_unreadable_client_ca_exits_naming_the_file() {
         stderr.contains(&ca.display().to_string()) && stderr.contains("--client-ca-file"),
         "{stderr}"
     );
+}
+
+/// A started binary, killed and reaped when dropped (also when an assertion fails).
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The binary's log lines, as they arrive on its stderr.
+struct Log {
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Log {
+    fn of(child: &mut std::process::Child) -> Self {
+        use std::io::BufRead;
+        let stderr = std::io::BufReader::new(child.stderr.take().expect("stderr is piped"));
+        let (send, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Log {
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Reads until `count` lines containing `needle` have been logged. The deadline guards
+    /// against a hang (a binary that keeps logging something else), it is not a timing: 60 s is
+    /// far beyond any wait here.
+    fn wait_for(&mut self, needle: &str, count: usize) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while self.count(needle) < count {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(e) => panic!(
+                    "{e}: no {count}x {needle:?} in the last lines:\n{}",
+                    self.seen[self.seen.len().saturating_sub(20)..].join("\n")
+                ),
+            }
+        }
+    }
+
+    fn count(&self, needle: &str) -> usize {
+        self.seen.iter().filter(|l| l.contains(needle)).count()
+    }
+
+    /// The value of `field=` on the first line containing `needle`.
+    fn field(&self, needle: &str, field: &str) -> String {
+        let line = self.seen.iter().find(|l| l.contains(needle)).unwrap();
+        let value = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{field}=")))
+            .unwrap_or_else(|| panic!("no {field}= in {line}"));
+        value.to_owned()
+    }
+}
+
+/// A plain-HTTP GET with std only: the status line.
+fn status_line(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        tcp,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    tcp.read_to_string(&mut answer).unwrap();
+    answer.lines().next().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn startup_log_names_the_listeners_a_missing_cert_dir_once_and_the_expiry_as_a_date() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("not-yet");
+    let child = binary()
+        .args([
+            "--cert-dir",
+            dir.to_str().unwrap(),
+            "--cert-check-interval",
+            "20ms",
+        ])
+        .args(["--log-level", "info,memcached_webhook=debug"])
+        .args(["--webhook-bind-address", "127.0.0.1:0"])
+        .args(["--health-probe-bind-address", "127.0.0.1:0"])
+        .args(["--metrics-bind-address", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut running = Running(child);
+    let mut log = Log::of(&mut running.0);
+
+    // Where metrics are served, and it is really there.
+    log.wait_for("metrics on /metrics", 1);
+    let metrics = log.field("metrics on /metrics", "metrics");
+    assert_eq!(status_line(&metrics, "/metrics"), "HTTP/1.1 200 OK");
+    let health = log.field("probes on /healthz", "health");
+    assert_eq!(
+        status_line(&health, "/readyz"),
+        "HTTP/1.1 503 Service Unavailable"
+    );
+
+    // Several periodic checks of the missing directory: one warning naming it, the rest at debug.
+    log.wait_for("certificate still not loadable", 3);
+    let missing = "the certificate directory does not exist; not ready, checking again every 20ms";
+    assert_eq!(log.count(missing), 1, "{}", log.seen.join("\n"));
+    assert_eq!(log.field(missing, "dir"), dir.display().to_string());
+    assert_eq!(log.count("No path was found"), 0, "{}", log.seen.join("\n"));
+    assert_eq!(log.count(" WARN "), 1, "{}", log.seen.join("\n"));
+
+    // The certificate arrives: its expiry is logged as a date (rcgen's default notAfter).
+    let (_, cert, key) = memcached_webhook::dev::generate().unwrap();
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("tls.key"), key).unwrap();
+    std::fs::write(dir.join("tls.crt"), cert).unwrap();
+    log.wait_for("serving certificate loaded", 1);
+    assert_eq!(
+        log.field("serving certificate loaded", "not_after"),
+        "4096-01-01T00:00:00Z"
+    );
+    assert_eq!(status_line(&health, "/readyz"), "HTTP/1.1 200 OK");
 }

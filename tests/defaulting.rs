@@ -10,7 +10,7 @@ use serde_json::{Map, Value as J, json};
 
 use crate::util::patch_of;
 
-/// The rules of memcached-defaulting-webhook.txt, written independently over a JSON value.
+/// The reference operator's defaulting rules (C5C3/memcached-operator v0.4.0), written independently over a JSON value.
 fn reference(object: &mut J) {
     let unset = |v: Option<&J>| v.is_none_or(J::is_null);
     let root = object.as_object_mut().unwrap();

@@ -130,10 +130,15 @@ export const options = {
     'http_req_duration{webhook:mutate}': [`p(99)<${P99_MS}`],
     'http_req_duration{webhook:validate}': [`p(99)<${P99_MS}`],
     http_req_failed: ['rate==0'],
+    // Any wrong answer fails the run (and makes k6 exit non-zero): CI relies on it.
     checks: ['rate==1'],
-    dropped_iterations: ['count==0'],
+    // An iteration is dropped when no VU is free at its start time: k6 fell behind, not the
+    // server answering wrongly. A handful happen when k6 itself is briefly starved of CPU on a
+    // shared machine; more than 1 in 1000 means the rate is beyond what k6 and the server can
+    // do on these cores, and the latency figures stop meaning anything.
+    dropped_iterations: [`rate<${RATE / 1000}`],
   },
-  summaryTrendStats: ['min', 'med', 'avg', 'p(90)', 'p(99)', 'p(99.9)', 'max'],
+  summaryTrendStats: ['min', 'med', 'avg', 'p(90)', 'p(95)', 'p(99)', 'p(99.9)', 'max'],
 };
 
 function pick() {

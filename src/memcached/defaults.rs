@@ -1,4 +1,5 @@
-//! The defaulting rules (`memcached-defaulting-webhook.txt`), written as JSON Patch operations
+//! The defaulting rules of C5C3/memcached-operator v0.4.0 (`api/v1beta1/memcached_webhook.go`
+//! and its "Defaulting Webhook" reference page), written as JSON Patch operations
 //! for exactly the members that are missing. User values are never overwritten; optional
 //! sections (`monitoring`, `highAvailability`, `autoscaling`) are never created.
 

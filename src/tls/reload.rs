@@ -15,6 +15,7 @@ use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
 use rustls::crypto::CryptoProvider;
 use rustls::sign::CertifiedKey;
 use tokio::sync::Notify;
+use x509_parser::time::ASN1Time;
 
 use super::{ClientVerifier, LoadError, Resolver, from_pem};
 
@@ -52,17 +53,24 @@ struct Seen {
     cert: Vec<u8>,
     key: Vec<u8>,
     client_ca: Vec<u8>,
+    /// The last failure logged at warn or error: the same one is not repeated every interval.
+    failure: Option<String>,
 }
 
 impl Reloader {
     /// One read: loads what is on disk now if it changed. Used at startup and by [`Reloader::run`].
     fn check(&self, seen: &mut Seen) {
-        if let Err(e) = self.check_pair(seen) {
-            self.stats.reloads_failed.inc();
-            if self.resolver.has_certificate() {
-                tracing::error!(error = %e, "certificate reload refused; still serving the previous certificate");
-            } else {
-                tracing::warn!(error = %e, "no valid serving certificate yet; not ready");
+        match self.check_pair(seen) {
+            Ok(()) => seen.failure = None,
+            Err(e) => {
+                self.stats.reloads_failed.inc();
+                let failure = e.to_string();
+                if seen.failure.as_ref() == Some(&failure) {
+                    tracing::debug!(error = %e, "certificate still not loadable (logged already)");
+                } else {
+                    self.report(&e);
+                    seen.failure = Some(failure);
+                }
             }
         }
         if let Some((path, verifier)) = &self.client_ca {
@@ -82,6 +90,25 @@ impl Reloader {
                     tracing::error!(path = %path.display(), error = %e, "cannot read the client CA bundle")
                 }
             }
+        }
+    }
+
+    /// Logs a new load failure once, in the words an operator needs.
+    fn report(&self, e: &LoadError) {
+        let dir = parent(&self.cert_path);
+        if self.resolver.has_certificate() {
+            tracing::error!(error = %e, "certificate reload refused; still serving the previous certificate");
+        } else if !dir.is_dir() {
+            tracing::warn!(
+                dir = %dir.display(),
+                "the certificate directory does not exist; not ready, checking again every {:?} \
+                 (--cert-check-interval) until it holds {} and {}",
+                self.interval,
+                file_name(&self.cert_path),
+                file_name(&self.key_path),
+            );
+        } else {
+            tracing::warn!(error = %e, "no valid serving certificate yet; not ready");
         }
     }
 
@@ -108,7 +135,7 @@ impl Reloader {
                     self.stats
                         .not_after
                         .set(i64::try_from(not_after).unwrap_or(i64::MAX));
-                    tracing::info!(path = %self.cert_path.display(), not_after, "serving certificate loaded");
+                    tracing::info!(path = %self.cert_path.display(), not_after = %rfc3339(not_after), "serving certificate loaded");
                     (seen.cert, seen.key) = (cert, key);
                     return Ok(());
                 }
@@ -129,11 +156,12 @@ impl Reloader {
         me.check_blocking(&mut seen).await;
         let changed = Arc::new(Notify::new());
         let mut watcher = None;
+        let mut watch_warned = false;
         let mut ticker = tokio::time::interval(me.interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             if watcher.is_none() {
-                watcher = me.arm(changed.clone());
+                watcher = me.arm(changed.clone(), &mut watch_warned);
                 if watcher.is_some() {
                     // Catch up on anything that happened before the watch existed.
                     me.check_blocking(&mut seen).await;
@@ -162,8 +190,10 @@ impl Reloader {
         .unwrap_or_default();
     }
 
-    /// Starts a non-recursive watch on every directory that holds a watched file.
-    fn arm(&self, changed: Arc<Notify>) -> Option<RecommendedWatcher> {
+    /// Starts a non-recursive watch on every directory that holds a watched file. A directory
+    /// that does not exist yet is the check's to report; any other failure is warned about once
+    /// (`warned`) until a watch succeeds.
+    fn arm(&self, changed: Arc<Notify>, warned: &mut bool) -> Option<RecommendedWatcher> {
         let notify = changed.clone();
         let handler = move |event: notify::Result<notify::Event>| match event {
             // Our own reads open files inside the timestamped directory, but a read of the
@@ -184,14 +214,33 @@ impl Reloader {
         }
         dirs.dedup();
         for dir in dirs {
-            if let Err(e) = watcher.watch(dir, RecursiveMode::NonRecursive) {
-                tracing::warn!(dir = %dir.display(), error = %e, "cannot watch the certificate directory yet; retrying on the periodic check");
-                return None;
+            match watcher.watch(dir, RecursiveMode::NonRecursive) {
+                Ok(()) => {}
+                Err(e) if matches!(e.kind, notify::ErrorKind::PathNotFound) => {
+                    tracing::debug!(dir = %dir.display(), "not watching yet: the directory does not exist");
+                    return None;
+                }
+                Err(e) if *warned => {
+                    tracing::debug!(dir = %dir.display(), error = %e, "still cannot watch the directory");
+                    return None;
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot watch the certificate directory; relying on the periodic check");
+                    *warned = true;
+                    return None;
+                }
             }
         }
+        *warned = false;
         tracing::debug!("watching the certificate directory");
         Some(watcher)
     }
+}
+
+fn file_name(path: &Path) -> std::borrow::Cow<'_, str> {
+    path.file_name()
+        .unwrap_or(path.as_os_str())
+        .to_string_lossy()
 }
 
 fn parent(path: &Path) -> &Path {
@@ -222,14 +271,51 @@ fn check_dates(certified: &CertifiedKey, cert_path: &Path) -> Result<u64, LoadEr
     if now >= not_after {
         return Err(problem(format!(
             "the certificate expired at {}",
-            validity.not_after
+            rfc3339(not_after)
         )));
     }
     if now < not_before {
         return Err(problem(format!(
             "the certificate is not valid before {}",
-            validity.not_before
+            rfc3339(not_before)
         )));
     }
     Ok(u64::try_from(not_after).unwrap_or(0))
+}
+
+/// Unix seconds as an RFC 3339 UTC date (`2026-12-03T05:34:52Z`): a person reading the log
+/// sees when the certificate expires without converting `67090118400`.
+fn rfc3339(unix_seconds: impl TryInto<i64>) -> String {
+    let Some(t) = unix_seconds
+        .try_into()
+        .ok()
+        .and_then(|s| ASN1Time::from_timestamp(s).ok())
+    else {
+        return "a date beyond year 9999".to_owned();
+    };
+    let t = t.to_datetime();
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_rfc3339_in_utc() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_764_740_092_u64), "2025-12-03T05:34:52Z");
+        // rcgen's default notAfter, which --dev certificates carry.
+        assert_eq!(rfc3339(67_090_118_400_i64), "4096-01-01T00:00:00Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(u64::MAX), "a date beyond year 9999");
+    }
 }

@@ -1,4 +1,5 @@
-//! Every table row and example of `memcached-defaulting-webhook.txt`, and the edge cases.
+//! Every table row and example of the reference operator's "Defaulting Webhook" page
+//! (C5C3/memcached-operator v0.4.0, `api/v1beta1/memcached_webhook.go`), and the edge cases.
 
 use super::*;
 use crate::json::Val;

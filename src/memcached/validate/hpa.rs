@@ -1,6 +1,6 @@
 //! Will the apiserver accept the HorizontalPodAutoscaler the operator renders from
-//! `spec.autoscaling`? The autoscaling/v2 rules of `pkg/apis/autoscaling/validation`
-//! (`validation-facts.md` section 3), with the apiserver's messages under our field paths, applied
+//! `spec.autoscaling`? The autoscaling/v2 rules of kubernetes/kubernetes
+//! `pkg/apis/autoscaling/validation`, with the apiserver's messages under our field paths, applied
 //! after the same defaults (the CR's and the HPA's own `SetDefaults`).
 //!
 //! `metrics` and `behavior` are raw JSON here: a member of the wrong JSON type (which would fail

@@ -1,5 +1,5 @@
-//! Will memcached start? The fatal checks of memcached 1.6 (`validation-facts.md` section 1) on
-//! the flags the operator renders from `spec.memcached`, for a pod with two listening sockets
+//! Will memcached start? The fatal checks of memcached 1.6 (`memcached.c`'s option loop and
+//! post-parse checks, tags 1.6.0 to 1.6.45, confirmed against Debian's 1.6.18 binary) on the flags the operator renders from `spec.memcached`, for a pod with two listening sockets
 //! (0.0.0.0 and ::) and UDP off. Sizes are computed in u64/i64, never wrapping as C does.
 //!
 //! Deliberate policy beyond the binary (it would start, but not as the user meant): a negative
