@@ -115,8 +115,14 @@ fn ours(webhook: Webhook, fixture: &[u8]) -> Vec<u8> {
     let mut body = Vec::with_capacity(fixture.len() + simd_json::INPUT_PADDING);
     body.extend_from_slice(fixture);
     let mut out = Vec::with_capacity(512);
-    admission::review(webhook, &mut body, &mut out, Instant::now())
-        .expect("every fixture is an answerable AdmissionReview");
+    admission::review(
+        webhook,
+        admission::Actions::DENY,
+        &mut body,
+        &mut out,
+        Instant::now(),
+    )
+    .expect("every fixture is an answerable AdmissionReview");
     out
 }
 
@@ -428,6 +434,7 @@ fn metrics(c: &mut Criterion) {
         code: 200,
         patched: true,
         warnings: 0,
+        violations: admission::Violations::default(),
     };
     c.bench_function("metrics/per-request", |b| {
         b.iter(|| {

@@ -199,6 +199,16 @@ pub fn read<'t, 'i>(object: Val<'t, 'i>) -> Result<Memcached<'t, 'i>, TypeError>
     Ok(mc)
 }
 
+/// Whether `metadata.deletionTimestamp` is set: the object is terminating and waits only for
+/// its finalizers to go. Read apart from [`read`] so that no spec, however malformed, can block
+/// the update that removes the last finalizer.
+pub fn terminating(object: Val<'_, '_>) -> bool {
+    object
+        .get("metadata")
+        .and_then(|m| m.get("deletionTimestamp"))
+        .is_some_and(|t| !t.is_null())
+}
+
 fn read_spec<'t, 'i>(v: Val<'t, 'i>) -> Result<Spec<'t, 'i>, TypeError> {
     let mut spec = Spec::default();
     for (key, v) in json::object(v, "spec")? {

@@ -7,8 +7,8 @@ use serde_json::{Value as J, json};
 fn run(webhook: Webhook, body: &[u8]) -> Result<(Verdict, J), String> {
     let mut body = body.to_vec();
     let mut out = Vec::new();
-    let verdict =
-        review(webhook, &mut body, &mut out, Instant::now()).map_err(|e| e.to_string())?;
+    let verdict = review(webhook, Actions::DENY, &mut body, &mut out, Instant::now())
+        .map_err(|e| e.to_string())?;
     Ok((
         verdict,
         serde_json::from_slice(&out).expect("responses are valid JSON"),
@@ -121,7 +121,8 @@ fn an_object_that_breaks_its_types_is_answered_with_code_400() {
                     allowed: false,
                     code: 400,
                     patched: false,
-                    warnings: 0
+                    warnings: 0,
+                    violations: Violations::default(),
                 }
             );
             assert_eq!(response["response"]["uid"], "u1");
