@@ -105,11 +105,14 @@ impl FieldError {
 
 impl FieldError {
     /// Whether the message shows the value at [`FieldError::field`], so that any other value
-    /// there gives another message. Not so for `Required` and `Forbidden` (no value), nor for
-    /// R2, which is reported on the whole PodDisruptionBudget with the reference's `""`.
+    /// there gives another message. Not so for `Required` and `Forbidden` (no value), for a
+    /// container shown by its shape ([`render`]'s `{...}`), nor for R2, which is reported on
+    /// the whole PodDisruptionBudget with the reference's `""`.
     fn names_value(&self) -> bool {
         match &self.kind {
-            ErrorKind::Invalid(v) | ErrorKind::NotSupported(v) => self.field != PDB || v != "\"\"",
+            ErrorKind::Invalid(v) | ErrorKind::NotSupported(v) => {
+                !(self.field == PDB && v == "\"\"") && v != "{...}" && v != "[...]"
+            }
             ErrorKind::Required | ErrorKind::Forbidden => false,
         }
     }

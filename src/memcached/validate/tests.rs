@@ -1707,6 +1707,18 @@ fn messages_without_the_value_compare_the_value() {
         let (added, kept) = ratchet_of(&old, &updated(forbidden("rps")));
         assert_eq!((added.len(), kept.len()), (1, 0), "{old}: {kept:?}");
     }
+    // A container where a string belongs is shown by its shape: its content is compared.
+    let typed = |a| autoscaling(json!({"autoscaling": {"metrics": [{"type": {"a": a}}]}}));
+    let shape = |errors: &[String]| {
+        let typed = "spec.autoscaling.metrics[0].type: Invalid value: {...}";
+        errors.iter().filter(|e| e.starts_with(typed)).count()
+    };
+    for old in stored(typed(1)) {
+        let (added, kept) = ratchet_of(&old, &updated(typed(1)));
+        assert_eq!((shape(&added), shape(&kept)), (0, 1), "{old}: {kept:?}");
+        let (added, kept) = ratchet_of(&old, &updated(typed(2)));
+        assert_eq!((shape(&added), shape(&kept)), (1, 0), "{old}: {added:?}");
+    }
     // Required: still absent is still the same violation.
     let no_cpu = json!({"autoscaling": {"enabled": true, "maxReplicas": 3}});
     let more = json!({"autoscaling": {"enabled": true, "maxReplicas": 4}});
