@@ -537,15 +537,15 @@ fn decide(
     let Some(object) = req.object else {
         return bad(out, "request.object is missing on a CREATE or UPDATE");
     };
-    // Deletion is never blocked: the update that removes the last finalizer must go through,
-    // and defaulting a terminating object would only give it a way to fail.
-    if memcached::terminating(object) {
-        return allow(out);
-    }
     let mc = match memcached::read(object) {
         Ok(mc) => mc,
         Err(e) => return bad(out, &e.to_string()),
     };
+    // Deletion is never blocked: the update that removes the last finalizer must go through,
+    // and defaulting a terminating object would only give it a way to fail.
+    if mc.terminating {
+        return allow(out);
+    }
 
     match webhook {
         Webhook::Mutate => {

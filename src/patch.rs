@@ -64,8 +64,10 @@ impl Changes {
         self.ops[..self.len].iter().any(|&(c, _)| c == change)
     }
 
-    /// The paths `change` touched, in patch order, as field paths (`spec.memcached.threads`)
-    /// joined by commas: the value of the `defaulted` and `removed` audit annotations.
+    /// The paths `change` touched, in patch order, as the patch writes them (JSON Pointers,
+    /// `/spec/memcached/threads`) joined by commas: the value of the `defaulted` and `removed`
+    /// audit annotations. The paths are constants without `~`, quotes or backslashes (see the
+    /// module docs), so nothing needs escaping.
     pub fn write_paths(&self, change: Change, out: &mut Vec<u8>) {
         let mut first = true;
         for &(c, path) in &self.ops[..self.len] {
@@ -76,10 +78,7 @@ impl Changes {
                 out.push(b',');
             }
             first = false;
-            // Paths are constants without `~`, quotes or backslashes (see the module docs): `/`
-            // to `.` is the whole translation, and nothing needs JSON escaping.
-            let path = path.strip_prefix('/').unwrap_or(path);
-            out.extend(path.bytes().map(|b| if b == b'/' { b'.' } else { b }));
+            out.extend_from_slice(path.as_bytes());
         }
     }
 }
@@ -208,9 +207,9 @@ mod tests {
         };
         assert_eq!(
             paths(Change::Defaulted),
-            "spec.replicas,spec.memcached.threads"
+            "/spec/replicas,/spec/memcached/threads"
         );
-        assert_eq!(paths(Change::Removed), "spec.x");
+        assert_eq!(paths(Change::Removed), "/spec/x");
         assert!(changes.any(Change::Removed));
         let mut buf = Vec::new();
         let empty = Patch::new(&mut buf).changes();

@@ -339,9 +339,9 @@ async fn the_mutating_webhook_says_what_it_defaulted_and_removed() {
     assert_eq!(
         response["auditAnnotations"],
         json!({
-            "defaulted": "spec.image,spec.memcached.maxConnections,spec.memcached.threads,\
-                          spec.memcached.maxItemSize,spec.autoscaling.metrics,spec.autoscaling.behavior",
-            "removed": "spec.replicas",
+            "defaulted": "/spec/image,/spec/memcached/maxConnections,/spec/memcached/threads,\
+                          /spec/memcached/maxItemSize,/spec/autoscaling/metrics,/spec/autoscaling/behavior",
+            "removed": "/spec/replicas",
         })
     );
     // Keys are label-name parts (the apiserver prefixes the webhook's name).

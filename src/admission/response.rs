@@ -27,7 +27,7 @@ pub struct Response<'a> {
 #[derive(Clone, Copy, Debug)]
 pub enum Audit<'a> {
     None,
-    /// The mutating webhook: `defaulted` and `removed`, the field paths its patch set or took
+    /// The mutating webhook: `defaulted` and `removed`, the JSON Pointers its patch set or took
     /// out, comma-separated (each key only when it has a path).
     Changes(&'a Changes),
     /// The validating webhook under `--validation-actions` with `Audit`: `validation_failure`,
@@ -268,7 +268,7 @@ mod tests {
         });
         assert_eq!(
             v["response"]["auditAnnotations"],
-            json!({"defaulted": "spec.image,spec.memcached", "removed": "spec.replicas"})
+            json!({"defaulted": "/spec/image,/spec/memcached", "removed": "/spec/replicas"})
         );
 
         let failures = [Cause {
