@@ -274,3 +274,62 @@ fn denials_are_logged_at_info_and_allowed_admissions_are_not() {
         "{denied}"
     );
 }
+
+#[test]
+fn the_verdict_counts_violations_by_enforcement_and_rule() {
+    // The fixture's four violations: R1, R8, R9, R10.
+    let body = fixture("invalid-spec.json");
+    let count = |actions: &str| {
+        let mut body = body.clone();
+        let mut out = Vec::new();
+        let actions = Actions::parse(actions).unwrap();
+        let verdict = review(
+            Webhook::Validate,
+            actions,
+            &mut body,
+            &mut out,
+            Instant::now(),
+        );
+        let verdict = verdict.unwrap();
+        let counts: Vec<_> = verdict
+            .violations
+            .iter()
+            .map(|(e, r, n)| (e.label(), r.label(), n))
+            .collect();
+        (verdict.allowed, verdict.warnings, counts)
+    };
+    let rules = ["memory_limit", "replicas", "cpu_request", "autoscaling"];
+    let expect = |action: &'static str| {
+        let mut v: Vec<_> = rules.iter().map(|&r| (action, r, 1)).collect();
+        v.sort_by_key(|&(_, r, _)| Rule::ALL.iter().position(|x| x.label() == r));
+        v
+    };
+    assert_eq!(count("Deny"), (false, 0, expect("deny")));
+    assert_eq!(count("Warn"), (true, 4, expect("warn")));
+    let (allowed, warnings, counts) = count("Warn,Audit");
+    assert!(allowed);
+    assert_eq!(warnings, 4);
+    assert_eq!(counts, [expect("warn"), expect("audit")].concat());
+
+    // A valid object counts nothing.
+    let valid = fixture("validate-create-kubectl-create.json");
+    let (verdict, _) = run(Webhook::Validate, &valid).unwrap();
+    assert!(verdict.allowed && verdict.violations.is_empty());
+}
+
+#[test]
+fn a_terminating_object_is_admitted_whatever_its_spec() {
+    let object = r#"{"metadata":{"name":"c","finalizers":[],"deletionTimestamp":"2026-12-02T11:00:00Z"},"spec":{"replicas":"3","memcached":{"maxItemSize":"100k"}}}"#;
+    for webhook in [Webhook::Mutate, Webhook::Validate] {
+        let (verdict, response) = run(webhook, &review_with("UPDATE", object)).unwrap();
+        assert!(
+            verdict.allowed && !verdict.patched,
+            "{webhook:?}: {response}"
+        );
+        assert_eq!(verdict.warnings, 0);
+    }
+    // Without the timestamp (or with it null) the same spec is refused for its types.
+    let alive = object.replace(r#""2026-12-02T11:00:00Z""#, "null");
+    let (verdict, _) = run(Webhook::Mutate, &review_with("UPDATE", &alive)).unwrap();
+    assert_eq!(verdict.code, 400);
+}
