@@ -333,3 +333,33 @@ fn a_terminating_object_is_admitted_whatever_its_spec() {
     let (verdict, _) = run(Webhook::Mutate, &review_with("UPDATE", &alive)).unwrap();
     assert_eq!(verdict.code, 400);
 }
+
+/// An UPDATE review of `object` with `old` as the stored object.
+fn with_old(object: &str, old: &str) -> Vec<u8> {
+    let body = String::from_utf8(review_with("UPDATE", object)).unwrap();
+    body.replace(r#""oldObject":null"#, &format!(r#""oldObject":{old}"#))
+        .into_bytes()
+}
+
+#[test]
+fn an_unreadable_old_object_is_judged_without_it_and_logged() {
+    let object = r#"{"metadata":{"name":"c"},"spec":{"memcached":{"maxItemSize":"100k"}}}"#;
+    let old =
+        r#"{"metadata":{"name":"c"},"spec":{"replicas":"3","memcached":{"maxItemSize":"100k"}}}"#;
+    let body = with_old(object, old);
+    let lines = info_lines(Webhook::Validate, &body);
+    let mut lines = lines.lines();
+    let why = lines.next().unwrap_or_default();
+    assert!(
+        why.contains("oldObject cannot be read")
+            && why.contains("spec.replicas: expected an integer"),
+        "{why}"
+    );
+    assert!(
+        lines.next().is_some_and(|l| l.contains("code=422")),
+        "denied as if alone"
+    );
+    // A readable one ratchets: allowed, nothing at info.
+    let body = with_old(object, object);
+    assert_eq!(info_lines(Webhook::Validate, &body), "");
+}
