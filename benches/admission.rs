@@ -110,13 +110,19 @@ fn allocations_per_call(iters: u64, mut f: impl FnMut()) -> (f64, f64) {
 // === the two implementations ===
 
 /// Ours, as `route.rs` calls it: a fresh body buffer (length + padding, so the padding does
-/// not reallocate), a fresh 512-byte response buffer, `admission::review`.
+/// not reallocate), a fresh 1 KiB response buffer (route.rs's), `admission::review`.
 fn ours(webhook: Webhook, fixture: &[u8]) -> Vec<u8> {
     let mut body = Vec::with_capacity(fixture.len() + simd_json::INPUT_PADDING);
     body.extend_from_slice(fixture);
-    let mut out = Vec::with_capacity(512);
-    admission::review(webhook, &mut body, &mut out, Instant::now())
-        .expect("every fixture is an answerable AdmissionReview");
+    let mut out = Vec::with_capacity(1024);
+    admission::review(
+        webhook,
+        admission::Actions::DENY,
+        &mut body,
+        &mut out,
+        Instant::now(),
+    )
+    .expect("every fixture is an answerable AdmissionReview");
     out
 }
 
@@ -428,6 +434,7 @@ fn metrics(c: &mut Criterion) {
         code: 200,
         patched: true,
         warnings: 0,
+        violations: admission::Violations::default(),
     };
     c.bench_function("metrics/per-request", |b| {
         b.iter(|| {

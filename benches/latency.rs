@@ -627,8 +627,14 @@ async fn run(settings: Settings, servers: tokio::runtime::Handle) -> ExitCode {
     // The floor answers what we answer for the typical review, so both send the same bytes.
     let mut answer = Vec::new();
     let mut body = typical.body.clone();
-    admission::review(Webhook::Mutate, &mut body, &mut answer, Instant::now())
-        .expect("the typical fixture is answerable");
+    admission::review(
+        Webhook::Mutate,
+        admission::Actions::DENY,
+        &mut body,
+        &mut answer,
+        Instant::now(),
+    )
+    .expect("the typical fixture is answerable");
     let answer = Bytes::from(answer);
 
     // Started on the server runtime, so that everything they spawn runs there too.

@@ -15,9 +15,10 @@ use std::time::Instant;
 use simd_json::{Buffers, Tape};
 
 use crate::json::{self, TypeError, Val};
+use crate::memcached::validate::{FieldError, Rule};
 use crate::memcached::{self, defaults, validate};
 use crate::patch::Patch;
-use response::{Response, Status};
+use response::{Audit, Cause, Response, Status};
 
 /// Which webhook a request was sent to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,6 +101,9 @@ pub struct Request<'t, 'i> {
     pub operation_raw: &'i str,
     /// `object`: absent or null on DELETE.
     pub object: Option<Val<'t, 'i>>,
+    /// `oldObject`: the stored object on UPDATE. Only located here (the tape holds it anyway);
+    /// it is read and judged only when `object` has a violation, for ratcheting.
+    pub old_object: Option<Val<'t, 'i>>,
 }
 
 /// Why a body is not an AdmissionReview this server can answer (HTTP 400).
@@ -195,6 +199,7 @@ pub fn parse<'t, 'i>(root: Val<'t, 'i>) -> Result<(ApiVersion, Request<'t, 'i>),
         operation: None,
         operation_raw: "",
         object: None,
+        old_object: None,
     };
     for (key, v) in json::object(request, "request")? {
         match key {
@@ -215,6 +220,7 @@ pub fn parse<'t, 'i>(root: Val<'t, 'i>) -> Result<(ApiVersion, Request<'t, 'i>),
             "namespace" if !v.is_null() => req.namespace = json::string(v, "request.namespace")?,
             "operation" => req.operation_raw = json::string(v, "request.operation")?,
             "object" if !v.is_null() => req.object = Some(v),
+            "oldObject" if !v.is_null() => req.old_object = Some(v),
             _ => {}
         }
     }
@@ -241,6 +247,127 @@ pub struct Verdict {
     pub code: u16,
     pub patched: bool,
     pub warnings: usize,
+    /// The validation violations found, by what was done with them (all zero when valid).
+    pub violations: Violations,
+}
+
+/// `--validation-actions`: what a violation does, as `validationActions` of a Kubernetes
+/// ValidatingAdmissionPolicyBinding. `Warn` and `Audit` let a cluster operator see what `Deny`
+/// would refuse before turning it on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Actions {
+    /// Refuse the request (422) when it introduces a violation.
+    pub deny: bool,
+    /// Admit it and return every violation as a warning.
+    pub warn: bool,
+    /// Record the violations in the apiserver's audit log (`validation_failure`).
+    pub audit: bool,
+}
+
+impl Actions {
+    /// The default: today's behaviour.
+    pub const DENY: Actions = Actions {
+        deny: true,
+        warn: false,
+        audit: false,
+    };
+
+    /// Parses `Deny`, `Warn`, `Audit` or a comma-separated set of them (spelled as in the
+    /// Kubernetes API). Deny with Warn is refused, as the apiserver refuses it in a binding:
+    /// a denial already shows every violation.
+    pub fn parse(s: &str) -> Result<Actions, String> {
+        let mut actions = Actions {
+            deny: false,
+            warn: false,
+            audit: false,
+        };
+        for action in s.split(',') {
+            let slot = match action.trim() {
+                "Deny" => &mut actions.deny,
+                "Warn" => &mut actions.warn,
+                "Audit" => &mut actions.audit,
+                other => {
+                    return Err(format!(
+                        "unknown validation action {other:?}; use Deny, Warn or Audit \
+                         (case-sensitive), or Deny,Audit or Warn,Audit"
+                    ));
+                }
+            };
+            if std::mem::replace(slot, true) {
+                return Err(format!("{:?} is listed twice", action.trim()));
+            }
+        }
+        if actions.deny && actions.warn {
+            return Err(
+                "Deny and Warn may not be combined (a denial already returns every \
+                        violation); use Deny,Audit, or Warn,Audit while rolling out"
+                    .to_owned(),
+            );
+        }
+        Ok(actions)
+    }
+}
+
+/// What was done with a violation, the `action` label of the violations metric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Enforcement {
+    /// It refused the request (`Deny`).
+    Deny,
+    /// It came back as a warning (`Warn`).
+    Warn,
+    /// It went into the audit annotation (`Audit`).
+    Audit,
+    /// The stored object had it already: admitted with a warning whatever the actions are.
+    Ratcheted,
+}
+
+impl Enforcement {
+    pub const ALL: [Enforcement; 4] = [
+        Enforcement::Deny,
+        Enforcement::Warn,
+        Enforcement::Audit,
+        Enforcement::Ratcheted,
+    ];
+
+    pub const fn label(self) -> &'static str {
+        match self {
+            Enforcement::Deny => "deny",
+            Enforcement::Warn => "warn",
+            Enforcement::Audit => "audit",
+            Enforcement::Ratcheted => "ratcheted",
+        }
+    }
+}
+
+/// Violation counts by enforcement and rule, carried in the [`Verdict`] to the metrics: a fixed
+/// array, so a valid request (all zero) pays nothing to build it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Violations {
+    counts: [[u32; Rule::ALL.len()]; Enforcement::ALL.len()],
+    /// The sum of `counts`, so a valid request's metrics check one number.
+    total: u32,
+}
+
+impl Violations {
+    fn add(&mut self, enforcement: Enforcement, rule: Rule) {
+        let n = &mut self.counts[enforcement as usize][rule.index()];
+        *n = n.saturating_add(1);
+        self.total = self.total.saturating_add(1);
+    }
+
+    /// The non-zero counts.
+    pub fn iter(&self) -> impl Iterator<Item = (Enforcement, Rule, u32)> + '_ {
+        Enforcement::ALL.into_iter().flat_map(move |e| {
+            Rule::ALL
+                .into_iter()
+                .map(move |r| (e, r, self.counts[e as usize][r.index()]))
+                .filter(|&(_, _, n)| n > 0)
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
 }
 
 /// Per-thread parser state, reused by every request the thread serves.
@@ -273,6 +400,7 @@ thread_local! {
 /// unescaped in place. The answer is written into `out`; `Err` means HTTP 400 with its reason.
 pub fn review(
     webhook: Webhook,
+    actions: Actions,
     body: &mut Vec<u8>,
     out: &mut Vec<u8>,
     started: Instant,
@@ -292,7 +420,7 @@ pub fn review(
         let mut tape: Tape<'_> = tape.take().unwrap_or_else(Tape::null).reset();
         let result = match simd_json::fill_tape_padded(body, len, buffers, &mut tape) {
             Ok(()) => parse(Val::root(&tape)).map(|(version, request)| {
-                let verdict = decide(webhook, version, &request, patch, out);
+                let verdict = decide(webhook, actions, version, &request, patch, out);
                 log(webhook, &request, &verdict, started);
                 verdict
             }),
@@ -350,6 +478,7 @@ fn ends_open(text: &[u8]) -> bool {
 /// Decides on a parsed request and writes the response.
 fn decide(
     webhook: Webhook,
+    actions: Actions,
     version: ApiVersion,
     req: &Request<'_, '_>,
     patch_buf: &mut Vec<u8>,
@@ -363,6 +492,7 @@ fn decide(
             code: 200,
             patched: false,
             warnings: 0,
+            violations: Violations::default(),
         }
     };
     let bad = |out: &mut Vec<u8>, message: &str| {
@@ -374,6 +504,7 @@ fn decide(
             code: status.code,
             patched: false,
             warnings: 0,
+            violations: Violations::default(),
         }
     };
 
@@ -410,26 +541,26 @@ fn decide(
         Ok(mc) => mc,
         Err(e) => return bad(out, &e.to_string()),
     };
+    // Deletion is never blocked: the update that removes the last finalizer must go through,
+    // and defaulting a terminating object would only give it a way to fail.
+    if mc.terminating {
+        return allow(out);
+    }
 
     match webhook {
         Webhook::Mutate => {
             let mut warnings = Vec::new();
             let mut patch = Patch::new(patch_buf);
             defaults::apply(&mc.spec, &mut patch, &mut warnings);
+            let changes = patch.changes();
             let patch = patch.finish();
             let answer = Response {
                 patch,
                 warnings: &warnings,
+                audit: Audit::Changes(&changes),
                 ..Response::allowed()
             };
-            response::write(out, version, req.uid, &answer);
-            Verdict {
-                operation: req.operation,
-                allowed: true,
-                code: 200,
-                patched: patch.is_some(),
-                warnings: warnings.len(),
-            }
+            admitted(version, req, &answer, Violations::default(), out)
         }
         Webhook::Validate => {
             let outcome = validate::validate(&mc);
@@ -438,51 +569,137 @@ fn decide(
                     warnings: &outcome.warnings,
                     ..Response::allowed()
                 };
-                response::write(out, version, req.uid, &answer);
-                return Verdict {
-                    operation: req.operation,
-                    allowed: true,
-                    code: 200,
-                    patched: false,
-                    warnings: outcome.warnings.len(),
-                };
+                return admitted(version, req, &answer, Violations::default(), out);
             }
-            let name = if mc.name.is_empty() {
-                req.name
-            } else {
-                mc.name
-            };
-            let message = invalid_message(name, &outcome.errors);
-            let causes: Vec<_> = outcome
-                .errors
-                .iter()
-                .map(validate::FieldError::cause)
-                .collect();
-            let details = response::Details {
-                name,
-                group: memcached::GROUP,
-                kind: memcached::KIND,
-                causes: &causes,
-            };
-            let status = Status {
-                code: 422,
-                reason: "Invalid",
-                message: &message,
-                details: Some(details),
-            };
-            let answer = Response {
-                warnings: &outcome.warnings,
-                ..Response::denied(&status)
-            };
-            response::write(out, version, req.uid, &answer);
-            Verdict {
-                operation: req.operation,
-                allowed: false,
-                code: 422,
-                patched: false,
-                warnings: outcome.warnings.len(),
-            }
+            judge(actions, version, req, object, mc.name, outcome, out)
         }
+    }
+}
+
+/// The warning for a violation the stored object already had.
+const RATCHETED: &str = " (already stored; allowed until this field changes)";
+
+/// The answer to an object with violations: ratcheting against `oldObject` on UPDATE, then
+/// `actions`. Off the hot path: a valid object never gets here.
+#[cold]
+fn judge(
+    actions: Actions,
+    version: ApiVersion,
+    req: &Request<'_, '_>,
+    object: Val<'_, '_>,
+    name: &str,
+    outcome: validate::Outcome,
+    out: &mut Vec<u8>,
+) -> Verdict {
+    let validate::Outcome {
+        errors,
+        warnings: advice,
+    } = outcome;
+    let (errors, stored) = match (req.operation, req.old_object) {
+        (Some(Operation::Update), Some(old)) => match memcached::read(old) {
+            Ok(old_mc) => {
+                let old_errors = validate::validate(&old_mc).errors;
+                validate::ratchet(errors, &old_errors, object, old)
+            }
+            Err(e) => {
+                tracing::info!(
+                    uid = req.uid,
+                    namespace = req.namespace,
+                    name = req.name,
+                    error = %e,
+                    "oldObject cannot be read, so no violation is ratcheted: the update is judged alone"
+                );
+                (errors, Vec::new())
+            }
+        },
+        _ => (errors, Vec::new()),
+    };
+
+    let mut violations = Violations::default();
+    let mut warnings = Vec::with_capacity(stored.len() + errors.len() + advice.len());
+    for e in &stored {
+        violations.add(Enforcement::Ratcheted, e.rule());
+        warnings.push(format!("{e}{RATCHETED}"));
+    }
+    for e in &errors {
+        if actions.deny {
+            violations.add(Enforcement::Deny, e.rule());
+        }
+        if actions.warn {
+            violations.add(Enforcement::Warn, e.rule());
+            warnings.push(e.to_string());
+        }
+    }
+    warnings.extend(advice);
+    let mut failures = Vec::new();
+    if actions.audit {
+        for e in errors.iter().chain(&stored) {
+            violations.add(Enforcement::Audit, e.rule());
+        }
+        failures.extend(errors.iter().map(FieldError::cause));
+        failures.extend(stored.iter().map(|e| {
+            let mut cause = e.cause();
+            cause.message.push_str(RATCHETED);
+            cause
+        }));
+    }
+    let audit = Audit::Failures(&failures);
+
+    if errors.is_empty() || !actions.deny {
+        let answer = Response {
+            warnings: &warnings,
+            audit,
+            ..Response::allowed()
+        };
+        return admitted(version, req, &answer, violations, out);
+    }
+    let name = if name.is_empty() { req.name } else { name };
+    let message = invalid_message(name, &errors);
+    let causes: Vec<Cause> = errors.iter().map(FieldError::cause).collect();
+    let details = response::Details {
+        name,
+        group: memcached::GROUP,
+        kind: memcached::KIND,
+        causes: &causes,
+    };
+    let status = Status {
+        code: 422,
+        reason: "Invalid",
+        message: &message,
+        details: Some(details),
+    };
+    let answer = Response {
+        warnings: &warnings,
+        audit,
+        ..Response::denied(&status)
+    };
+    response::write(out, version, req.uid, &answer);
+    Verdict {
+        operation: req.operation,
+        allowed: false,
+        code: 422,
+        patched: false,
+        warnings: warnings.len(),
+        violations,
+    }
+}
+
+/// Writes an allowing `answer` and its verdict.
+fn admitted(
+    version: ApiVersion,
+    req: &Request<'_, '_>,
+    answer: &Response<'_>,
+    violations: Violations,
+    out: &mut Vec<u8>,
+) -> Verdict {
+    response::write(out, version, req.uid, answer);
+    Verdict {
+        operation: req.operation,
+        allowed: true,
+        code: 200,
+        patched: answer.patch.is_some(),
+        warnings: answer.warnings.len(),
+        violations,
     }
 }
 

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+use crate::admission::Actions;
+
 /// Kubernetes admission webhooks for memcached.c5c3.io Memcached: defaulting and validation.
 #[derive(Clone, Debug, Parser)]
 #[command(version, about, max_term_width = 100)]
@@ -106,6 +108,11 @@ pub struct Config {
     /// With --enable-http2: concurrent streams per connection (0 would refuse every request).
     #[arg(long, default_value_t = 100, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub http2_max_concurrent_streams: u32,
+
+    /// What a validation violation does, as a ValidatingAdmissionPolicyBinding's
+    /// validationActions: Deny, Warn or Audit, or Deny,Audit or Warn,Audit (Deny,Warn is refused).
+    #[arg(long, default_value = "Deny", value_name = "ACTIONS", value_parser = Actions::parse)]
+    pub validation_actions: Actions,
 
     /// Development mode: write a throwaway CA and serving certificate for localhost under
     /// --cert-dir (default certs/dev) if none is there, and narrow wildcard binds to 127.0.0.1.
@@ -251,6 +258,32 @@ mod tests {
                 .unwrap()
                 .metrics_bind_address,
             None
+        );
+    }
+
+    #[test]
+    fn validation_actions_are_the_binding_s_sets() {
+        let actions = |s: &str| {
+            Config::try_parse_from(["x", "--validation-actions", s])
+                .map(|c| c.validation_actions)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(Config::defaults().validation_actions, Actions::DENY);
+        let set = |deny, warn, audit| Actions { deny, warn, audit };
+        assert_eq!(actions("Deny"), Ok(set(true, false, false)));
+        assert_eq!(actions("Warn"), Ok(set(false, true, false)));
+        assert_eq!(actions("Audit"), Ok(set(false, false, true)));
+        assert_eq!(actions("Deny,Audit"), Ok(set(true, false, true)));
+        assert_eq!(actions("Audit,Warn"), Ok(set(false, true, true)));
+        let err = actions("Deny,Warn").unwrap_err();
+        assert!(err.contains("Deny and Warn may not be combined"), "{err}");
+        let err = actions("deny").unwrap_err();
+        assert!(err.contains("unknown validation action \"deny\""), "{err}");
+        assert!(actions("Warn,Warn").unwrap_err().contains("listed twice"));
+        assert!(
+            actions("")
+                .unwrap_err()
+                .contains("unknown validation action")
         );
     }
 

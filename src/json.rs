@@ -325,6 +325,48 @@ pub fn any_object<'t, 'i>(v: Val<'t, 'i>, field: &'static str) -> Result<Val<'t,
     }
 }
 
+/// The value at a field path as field errors spell it (`spec.autoscaling.metrics[0].type`);
+/// `None` when any step is missing, null or of another type. Ratcheting compares the stored
+/// and the updated object here for errors whose message does not name the value.
+pub fn at_path<'t, 'i>(root: Val<'t, 'i>, path: &str) -> Option<Val<'t, 'i>> {
+    let mut v = root;
+    for segment in path.split('.') {
+        let mut parts = segment.split('[');
+        v = v.get(parts.next()?)?;
+        for index in parts {
+            let i: usize = index.strip_suffix(']')?.parse().ok()?;
+            v = v.items()?.nth(i)?;
+        }
+    }
+    Some(v).filter(|v| !v.is_null())
+}
+
+/// JSON equality: objects compare as maps (member order does not matter), numbers by value.
+pub fn same(a: Val<'_, '_>, b: Val<'_, '_>) -> bool {
+    match (a.kind(), b.kind()) {
+        (Kind::Object, Kind::Object) => {
+            a.len() == b.len()
+                && a.entries()
+                    .into_iter()
+                    .flatten()
+                    .all(|(k, x)| b.get(k).is_some_and(|y| same(x, y)))
+        }
+        (Kind::Array, Kind::Array) => {
+            a.len() == b.len()
+                && a.items()
+                    .into_iter()
+                    .flatten()
+                    .zip(b.items().into_iter().flatten())
+                    .all(|(x, y)| same(x, y))
+        }
+        (Kind::String, Kind::String) => a.as_str() == b.as_str(),
+        (Kind::Integer, Kind::Integer) => a.as_integer() == b.as_integer(),
+        (Kind::Float, Kind::Float) => a.as_f64() == b.as_f64(),
+        (Kind::Bool, Kind::Bool) => a.as_bool() == b.as_bool(),
+        (x, y) => x == y,
+    }
+}
+
 /// Writes `s` as a JSON string literal (quotes included), escaping what RFC 8259 requires.
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
@@ -440,5 +482,37 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "\"a\\\"b\\\\c\\u0001\\té\""
         );
+    }
+
+    #[test]
+    fn at_path_follows_members_and_indexes() {
+        let doc = r#"{"spec":{"a":{"m":[{"t":"x"},{"t":"y","n":null}]}}}"#;
+        with_root(doc, |v| {
+            let t = at_path(v, "spec.a.m[1].t").unwrap();
+            assert_eq!(t.as_str(), Some("y"));
+            assert!(
+                at_path(v, "spec.a.m[1].n").is_none(),
+                "null reads as absent"
+            );
+            assert!(at_path(v, "spec.a.m[2].t").is_none());
+            assert!(at_path(v, "spec.a.m[x]").is_none());
+            assert!(at_path(v, "spec.b").is_none());
+            assert_eq!(at_path(v, "spec.a.m").unwrap().len(), 2);
+        });
+    }
+
+    #[test]
+    fn same_ignores_member_order_but_not_values() {
+        let doc = r#"{"a":{"x":1,"y":[1,"s"]},"b":{"y":[1,"s"],"x":1},"c":{"x":1,"y":[1,"t"]},
+                      "d":{"x":1},"e":1.0,"f":1,"g":true,"h":null}"#;
+        with_root(doc, |v| {
+            let g = |k| v.get(k).unwrap();
+            assert!(same(g("a"), g("b")));
+            assert!(!same(g("a"), g("c")));
+            assert!(!same(g("a"), g("d")));
+            assert!(!same(g("e"), g("f")), "1.0 and 1 are written differently");
+            assert!(same(g("g"), g("g")));
+            assert!(!same(g("g"), g("h")));
+        });
     }
 }

@@ -11,7 +11,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::admission::{Operation, Verdict, Webhook};
+use crate::admission::{Enforcement, Operation, Verdict, Webhook};
+use crate::memcached::validate::Rule;
 
 type Labels = Vec<(&'static str, &'static str)>;
 
@@ -84,6 +85,8 @@ pub struct WebhookMetrics {
     /// Indexed by [`operation_index`] * 2 + denied.
     admissions: Vec<Counter>,
     pub warnings: Counter,
+    /// Indexed by enforcement * rules + rule; shared by both webhooks (only validation counts).
+    violations: Vec<Counter>,
 }
 
 impl WebhookMetrics {
@@ -99,6 +102,12 @@ impl WebhookMetrics {
         self.admissions[i].inc();
         if verdict.warnings > 0 {
             self.warnings.inc_by(verdict.warnings as u64);
+        }
+        if !verdict.violations.is_empty() {
+            for (enforcement, rule, n) in verdict.violations.iter() {
+                let i = enforcement as usize * Rule::ALL.len() + rule.index();
+                self.violations[i].inc_by(u64::from(n));
+            }
         }
     }
 }
@@ -155,6 +164,16 @@ impl Metrics {
         let in_flight = Family::<Labels, Gauge>::default();
         let admissions = Family::<Labels, Counter>::default();
         let warnings = Family::<Labels, Counter>::default();
+        let violations = Family::<Labels, Counter>::default();
+        let violation_handles: Vec<Counter> = Enforcement::ALL
+            .iter()
+            .flat_map(|e| Rule::ALL.iter().map(move |r| (e.label(), r.label())))
+            .map(|(action, rule)| {
+                violations
+                    .get_or_create(&vec![("action", action), ("rule", rule)])
+                    .clone()
+            })
+            .collect();
         let per_webhook = |webhook: Webhook| {
             let path = webhook.path();
             let mut admission_handles = Vec::new();
@@ -183,6 +202,7 @@ impl Metrics {
                     .clone(),
                 admissions: admission_handles,
                 warnings: warnings.get_or_create(&vec![("webhook", path)]).clone(),
+                violations: violation_handles.clone(),
             }
         };
         let (mutate, validate) = (per_webhook(Webhook::Mutate), per_webhook(Webhook::Validate));
@@ -210,6 +230,11 @@ impl Metrics {
             "memcached_webhook_warnings",
             "Warnings returned to clients",
             warnings,
+        );
+        registry.register(
+            "memcached_webhook_validation_violations",
+            "Validation violations by what was done (deny, warn, audit, ratcheted: already stored) and rule",
+            violations,
         );
 
         let bad = Family::<Labels, Counter>::default();

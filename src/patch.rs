@@ -22,6 +22,65 @@ pub enum Value<'a> {
 pub struct Patch<'b> {
     buf: &'b mut Vec<u8>,
     ops: usize,
+    changes: Changes,
+}
+
+/// What an operation did to the object, for the mutating webhook's audit annotations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// `add` or `replace`: the webhook put a default there.
+    Defaulted,
+    /// `remove`: the webhook took a user's value out.
+    Removed,
+}
+
+/// The paths a patch touched, kept as the operations are written: the paths are `&'static`
+/// constants, so recording one is a copy into a fixed array, never an allocation (this runs on
+/// every CREATE).
+#[derive(Clone, Copy, Debug)]
+pub struct Changes {
+    ops: [(Change, &'static str); Changes::MAX],
+    len: usize,
+}
+
+impl Changes {
+    /// More than the defaulting rules can write in one patch (12 at most: every default of a
+    /// spec with monitoring, a service monitor, high availability and autoscaling).
+    pub const MAX: usize = 16;
+
+    fn push(&mut self, change: Change, path: &'static str) {
+        debug_assert!(
+            self.len < Changes::MAX,
+            "more patch operations than Changes::MAX"
+        );
+        if let Some(slot) = self.ops.get_mut(self.len) {
+            *slot = (change, path);
+            self.len += 1;
+        }
+    }
+
+    /// Whether any operation did `change`.
+    pub fn any(&self, change: Change) -> bool {
+        self.ops[..self.len].iter().any(|&(c, _)| c == change)
+    }
+
+    /// The paths `change` touched, in patch order, as the patch writes them (JSON Pointers,
+    /// `/spec/memcached/threads`) joined by commas: the value of the `defaulted` and `removed`
+    /// audit annotations. The paths are constants without `~`, quotes or backslashes (see the
+    /// module docs), so nothing needs escaping.
+    pub fn write_paths(&self, change: Change, out: &mut Vec<u8>) {
+        let mut first = true;
+        for &(c, path) in &self.ops[..self.len] {
+            if c != change {
+                continue;
+            }
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            out.extend_from_slice(path.as_bytes());
+        }
+    }
 }
 
 impl<'b> Patch<'b> {
@@ -29,21 +88,31 @@ impl<'b> Patch<'b> {
     pub fn new(buf: &'b mut Vec<u8>) -> Self {
         buf.clear();
         buf.push(b'[');
-        Patch { buf, ops: 0 }
+        Patch {
+            buf,
+            ops: 0,
+            changes: Changes {
+                ops: [(Change::Defaulted, ""); Changes::MAX],
+                len: 0,
+            },
+        }
     }
 
     /// `add`: creates a member that does not exist (its parent must).
     pub fn add(&mut self, path: &'static str, value: Value<'_>) {
+        self.changes.push(Change::Defaulted, path);
         self.op("add", path, Some(value));
     }
 
     /// `replace`: overwrites a member that exists (here: one that is null or a zero value).
     pub fn replace(&mut self, path: &'static str, value: Value<'_>) {
+        self.changes.push(Change::Defaulted, path);
         self.op("replace", path, Some(value));
     }
 
     /// `remove`: deletes a member that exists.
     pub fn remove(&mut self, path: &'static str) {
+        self.changes.push(Change::Removed, path);
         self.op("remove", path, None);
     }
 
@@ -58,6 +127,11 @@ impl<'b> Patch<'b> {
 
     pub fn is_empty(&self) -> bool {
         self.ops == 0
+    }
+
+    /// The paths written so far; take them before [`Patch::finish`].
+    pub fn changes(&self) -> Changes {
+        self.changes
     }
 
     /// Closes the array; `None` when there is nothing to patch.
@@ -116,6 +190,30 @@ mod tests {
                 {"op": "add", "path": "/spec/memcached", "value": {"threads": 4}},
             ])
         );
+    }
+
+    #[test]
+    fn changes_list_the_paths_by_what_was_done() {
+        let mut buf = Vec::new();
+        let mut p = Patch::new(&mut buf);
+        p.add("/spec/replicas", Value::Int(1));
+        p.remove("/spec/x");
+        p.replace("/spec/memcached/threads", Value::Int(4));
+        let changes = p.changes();
+        let paths = |change| {
+            let mut out = Vec::new();
+            changes.write_paths(change, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(
+            paths(Change::Defaulted),
+            "/spec/replicas,/spec/memcached/threads"
+        );
+        assert_eq!(paths(Change::Removed), "/spec/x");
+        assert!(changes.any(Change::Removed));
+        let mut buf = Vec::new();
+        let empty = Patch::new(&mut buf).changes();
+        assert!(!empty.any(Change::Defaulted) && !empty.any(Change::Removed));
     }
 
     #[test]

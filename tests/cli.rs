@@ -21,6 +21,7 @@ fn help_documents_every_flag_and_version_works() {
         "--log-level",
         "--shutdown-grace-period",
         "--max-request-bytes",
+        "--validation-actions",
         "--dev",
     ] {
         assert!(help.contains(flag), "--help lacks {flag}");
@@ -43,6 +44,18 @@ fn a_bad_flag_exits_at_once_naming_it() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--webhook-bind-address"));
     let out = binary().args(["--no-such-flag"]).output().unwrap();
     assert!(!out.status.success());
+    // As the apiserver refuses it in a ValidatingAdmissionPolicyBinding.
+    let out = binary()
+        .args(["--validation-actions", "Deny,Warn"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--validation-actions")
+            && stderr.contains("Deny and Warn may not be combined"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -259,7 +259,14 @@ fn mutate(object: &J) -> Option<J> {
         "operation": "UPDATE", "object": object, "oldObject": object}});
     let mut body = serde_json::to_vec(&review).unwrap();
     let mut out = Vec::new();
-    let verdict = admission::review(Webhook::Mutate, &mut body, &mut out, Instant::now()).unwrap();
+    let verdict = admission::review(
+        Webhook::Mutate,
+        admission::Actions::DENY,
+        &mut body,
+        &mut out,
+        Instant::now(),
+    )
+    .unwrap();
     assert!(verdict.allowed);
     let response: J = serde_json::from_slice(&out).unwrap();
     response["response"]

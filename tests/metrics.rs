@@ -3,7 +3,7 @@ use hyper::StatusCode;
 use crate::util::{self, MUTATE, fixture};
 
 /// The value of the sample `name{labels}` in an exposition, or 0 when absent.
-fn sample(text: &str, series: &str) -> f64 {
+pub fn sample(text: &str, series: &str) -> f64 {
     text.lines()
         .find_map(|line| {
             line.strip_prefix(series)?

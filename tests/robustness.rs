@@ -360,8 +360,14 @@ fn review_of(object: &J) -> Vec<u8> {
 fn answer(webhook: Webhook, body: &[u8]) -> J {
     let mut body = body.to_vec();
     let mut out = Vec::new();
-    admission::review(webhook, &mut body, &mut out, Instant::now())
-        .unwrap_or_else(|e| panic!("the envelope is valid, yet: {e}"));
+    admission::review(
+        webhook,
+        admission::Actions::DENY,
+        &mut body,
+        &mut out,
+        Instant::now(),
+    )
+    .unwrap_or_else(|e| panic!("the envelope is valid, yet: {e}"));
     serde_json::from_slice(&out).expect("the answer is JSON")
 }
 
@@ -424,7 +430,7 @@ proptest! {
         for webhook in [Webhook::Mutate, Webhook::Validate] {
             let mut input = body.clone();
             let mut out = Vec::new();
-            match admission::review(webhook, &mut input, &mut out, Instant::now()) {
+            match admission::review(webhook, admission::Actions::DENY, &mut input, &mut out, Instant::now()) {
                 Ok(_) => {
                     let response: J = serde_json::from_slice(&out)
                         .map_err(|e| TestCaseError::fail(format!("answer is not JSON: {e}")))?;

@@ -20,6 +20,8 @@ mod memcached_oracle;
 mod metrics;
 /// POST /mutate end to end, and every malformed request.
 mod mutate;
+/// Ratcheting on UPDATE, deletion never blocked, --validation-actions, audit annotations.
+mod ratchet;
 /// Certificate hot reload, client certificates, TLS versions.
 mod reload;
 /// Hostile objects and damaged reviews, in process: always an answer, every patch applies.

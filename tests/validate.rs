@@ -22,7 +22,12 @@ fn review(operation: &str, object: &Value) -> Vec<u8> {
             "operation": operation,
             "userInfo": {"username": "test"},
             "object": object,
-            "oldObject": if operation == "UPDATE" { object.clone() } else { Value::Null },
+            // A valid stored object, so no violation of `object` is ratcheted (see ratchet.rs).
+            "oldObject": if operation == "UPDATE" {
+                memcached(object["metadata"]["name"].as_str().unwrap_or_default(), json!({}))
+            } else {
+                Value::Null
+            },
         }
     }))
     .unwrap()

@@ -5,6 +5,7 @@ use base64::Engine as _;
 
 use super::ApiVersion;
 use crate::json::write_str;
+use crate::patch::{Change, Changes};
 
 /// `response` (AdmissionResponse), without the `uid` (passed separately: it is always echoed).
 #[derive(Debug)]
@@ -17,6 +18,22 @@ pub struct Response<'a> {
     pub warnings: &'a [String],
     /// `status`: why a request was not allowed.
     pub status: Option<&'a Status<'a>>,
+    /// `auditAnnotations`.
+    pub audit: Audit<'a>,
+}
+
+/// `auditAnnotations`: the apiserver records each under `<webhook name>/<key>` in its audit
+/// log (keys are label-name parts, values strings).
+#[derive(Clone, Copy, Debug)]
+pub enum Audit<'a> {
+    None,
+    /// The mutating webhook: `defaulted` and `removed`, the JSON Pointers its patch set or took
+    /// out, comma-separated (each key only when it has a path).
+    Changes(&'a Changes),
+    /// The validating webhook under `--validation-actions` with `Audit`: `validation_failure`,
+    /// a JSON list of `{"field", "message"}` (a string holding JSON, as the apiserver's own
+    /// ValidatingAdmissionPolicy writes it).
+    Failures(&'a [Cause]),
 }
 
 impl<'a> Response<'a> {
@@ -26,6 +43,7 @@ impl<'a> Response<'a> {
             patch: None,
             warnings: &[],
             status: None,
+            audit: Audit::None,
         }
     }
 
@@ -35,6 +53,7 @@ impl<'a> Response<'a> {
             patch: None,
             warnings: &[],
             status: Some(status),
+            audit: Audit::None,
         }
     }
 }
@@ -121,7 +140,59 @@ pub fn write(out: &mut Vec<u8>, version: ApiVersion, uid: &str, response: &Respo
     if let Some(status) = response.status {
         write_status(out, status);
     }
+    write_audit(out, response.audit);
     out.extend_from_slice(b"}}");
+}
+
+fn write_audit(out: &mut Vec<u8>, audit: Audit<'_>) {
+    match audit {
+        Audit::None => {}
+        Audit::Changes(changes) => {
+            let mut first = true;
+            for (key, change) in [
+                ("defaulted", Change::Defaulted),
+                ("removed", Change::Removed),
+            ] {
+                if !changes.any(change) {
+                    continue;
+                }
+                out.extend_from_slice(if first {
+                    b",\"auditAnnotations\":{\""
+                } else {
+                    b",\""
+                });
+                first = false;
+                out.extend_from_slice(key.as_bytes());
+                out.extend_from_slice(b"\":\"");
+                changes.write_paths(change, out);
+                out.push(b'"');
+            }
+            if !first {
+                out.push(b'}');
+            }
+        }
+        Audit::Failures(failures) if !failures.is_empty() => {
+            let mut list = Vec::with_capacity(64 * failures.len());
+            list.push(b'[');
+            for (i, f) in failures.iter().enumerate() {
+                if i > 0 {
+                    list.push(b',');
+                }
+                list.extend_from_slice(b"{\"field\":");
+                write_str(&mut list, &f.field);
+                list.extend_from_slice(b",\"message\":");
+                write_str(&mut list, &f.message);
+                list.push(b'}');
+            }
+            list.push(b']');
+            // Built from `str`s and ASCII, so always UTF-8.
+            let list = String::from_utf8_lossy(&list);
+            out.extend_from_slice(b",\"auditAnnotations\":{\"validation_failure\":");
+            write_str(out, &list);
+            out.push(b'}');
+        }
+        Audit::Failures(_) => {}
+    }
 }
 
 fn write_status(out: &mut Vec<u8>, status: &Status<'_>) {
@@ -181,6 +252,52 @@ mod tests {
                    "response": {"uid": "u-\"1\"", "allowed": true, "patchType": "JSONPatch", "patch": "W10=",
                                 "warnings": ["w1", "w\"2"]}})
         );
+    }
+
+    #[test]
+    fn audit_annotations_hold_strings() {
+        let mut buf = Vec::new();
+        let mut patch = crate::patch::Patch::new(&mut buf);
+        patch.add("/spec/image", crate::patch::Value::Str("x"));
+        patch.remove("/spec/replicas");
+        patch.add("/spec/memcached", crate::patch::Value::Raw("{}"));
+        let changes = patch.changes();
+        let v = written(&Response {
+            audit: Audit::Changes(&changes),
+            ..Response::allowed()
+        });
+        assert_eq!(
+            v["response"]["auditAnnotations"],
+            json!({"defaulted": "/spec/image,/spec/memcached", "removed": "/spec/replicas"})
+        );
+
+        let failures = [Cause {
+            reason: "FieldValueInvalid",
+            message: "Invalid value: \"a\\\"b\": \u{1}".into(),
+            field: "spec.image".into(),
+        }];
+        let v = written(&Response {
+            audit: Audit::Failures(&failures),
+            ..Response::allowed()
+        });
+        let text = v["response"]["auditAnnotations"]["validation_failure"]
+            .as_str()
+            .expect("a string value");
+        let list: Value = serde_json::from_str(text).expect("the value is a JSON list");
+        assert_eq!(
+            list,
+            json!([{"field": "spec.image", "message": "Invalid value: \"a\\\"b\": \u{1}"}])
+        );
+
+        let mut buf = Vec::new();
+        let none = crate::patch::Patch::new(&mut buf).changes();
+        for audit in [Audit::Changes(&none), Audit::Failures(&[]), Audit::None] {
+            let v = written(&Response {
+                audit,
+                ..Response::allowed()
+            });
+            assert!(v["response"].get("auditAnnotations").is_none(), "{v}");
+        }
     }
 
     #[test]

@@ -7,8 +7,8 @@ use serde_json::{Value as J, json};
 fn run(webhook: Webhook, body: &[u8]) -> Result<(Verdict, J), String> {
     let mut body = body.to_vec();
     let mut out = Vec::new();
-    let verdict =
-        review(webhook, &mut body, &mut out, Instant::now()).map_err(|e| e.to_string())?;
+    let verdict = review(webhook, Actions::DENY, &mut body, &mut out, Instant::now())
+        .map_err(|e| e.to_string())?;
     Ok((
         verdict,
         serde_json::from_slice(&out).expect("responses are valid JSON"),
@@ -121,7 +121,8 @@ fn an_object_that_breaks_its_types_is_answered_with_code_400() {
                     allowed: false,
                     code: 400,
                     patched: false,
-                    warnings: 0
+                    warnings: 0,
+                    violations: Violations::default(),
                 }
             );
             assert_eq!(response["response"]["uid"], "u1");
@@ -272,4 +273,93 @@ fn denials_are_logged_at_info_and_allowed_admissions_are_not() {
             && denied.contains("code=422"),
         "{denied}"
     );
+}
+
+#[test]
+fn the_verdict_counts_violations_by_enforcement_and_rule() {
+    // The fixture's four violations: R1, R8, R9, R10.
+    let body = fixture("invalid-spec.json");
+    let count = |actions: &str| {
+        let mut body = body.clone();
+        let mut out = Vec::new();
+        let actions = Actions::parse(actions).unwrap();
+        let verdict = review(
+            Webhook::Validate,
+            actions,
+            &mut body,
+            &mut out,
+            Instant::now(),
+        );
+        let verdict = verdict.unwrap();
+        let counts: Vec<_> = verdict
+            .violations
+            .iter()
+            .map(|(e, r, n)| (e.label(), r.label(), n))
+            .collect();
+        (verdict.allowed, verdict.warnings, counts)
+    };
+    let rules = ["memory_limit", "replicas", "cpu_request", "autoscaling"];
+    let expect = |action: &'static str| {
+        let mut v: Vec<_> = rules.iter().map(|&r| (action, r, 1)).collect();
+        v.sort_by_key(|&(_, r, _)| Rule::ALL.iter().position(|x| x.label() == r));
+        v
+    };
+    assert_eq!(count("Deny"), (false, 0, expect("deny")));
+    assert_eq!(count("Warn"), (true, 4, expect("warn")));
+    let (allowed, warnings, counts) = count("Warn,Audit");
+    assert!(allowed);
+    assert_eq!(warnings, 4);
+    assert_eq!(counts, [expect("warn"), expect("audit")].concat());
+
+    // A valid object counts nothing.
+    let valid = fixture("validate-create-kubectl-create.json");
+    let (verdict, _) = run(Webhook::Validate, &valid).unwrap();
+    assert!(verdict.allowed && verdict.violations.is_empty());
+}
+
+#[test]
+fn a_terminating_object_is_admitted_whatever_its_spec() {
+    let object = r#"{"metadata":{"name":"c","finalizers":[],"deletionTimestamp":"2026-12-02T11:00:00Z"},"spec":{"replicas":"3","memcached":{"maxItemSize":"100k"}}}"#;
+    for webhook in [Webhook::Mutate, Webhook::Validate] {
+        let (verdict, response) = run(webhook, &review_with("UPDATE", object)).unwrap();
+        assert!(
+            verdict.allowed && !verdict.patched,
+            "{webhook:?}: {response}"
+        );
+        assert_eq!(verdict.warnings, 0);
+    }
+    // Without the timestamp (or with it null) the same spec is refused for its types.
+    let alive = object.replace(r#""2026-12-02T11:00:00Z""#, "null");
+    let (verdict, _) = run(Webhook::Mutate, &review_with("UPDATE", &alive)).unwrap();
+    assert_eq!(verdict.code, 400);
+}
+
+/// An UPDATE review of `object` with `old` as the stored object.
+fn with_old(object: &str, old: &str) -> Vec<u8> {
+    let body = String::from_utf8(review_with("UPDATE", object)).unwrap();
+    body.replace(r#""oldObject":null"#, &format!(r#""oldObject":{old}"#))
+        .into_bytes()
+}
+
+#[test]
+fn an_unreadable_old_object_is_judged_without_it_and_logged() {
+    let object = r#"{"metadata":{"name":"c"},"spec":{"memcached":{"maxItemSize":"100k"}}}"#;
+    let old =
+        r#"{"metadata":{"name":"c"},"spec":{"replicas":"3","memcached":{"maxItemSize":"100k"}}}"#;
+    let body = with_old(object, old);
+    let lines = info_lines(Webhook::Validate, &body);
+    let mut lines = lines.lines();
+    let why = lines.next().unwrap_or_default();
+    assert!(
+        why.contains("oldObject cannot be read")
+            && why.contains("spec.replicas: expected an integer"),
+        "{why}"
+    );
+    assert!(
+        lines.next().is_some_and(|l| l.contains("code=422")),
+        "denied as if alone"
+    );
+    // A readable one ratchets: allowed, nothing at info.
+    let body = with_old(object, object);
+    assert_eq!(info_lines(Webhook::Validate, &body), "");
 }

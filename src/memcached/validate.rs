@@ -20,12 +20,12 @@ mod warnings;
 use std::fmt;
 
 use crate::admission::response::Cause;
-use crate::json::{Field, Kind, Val};
+use crate::json::{self, Field, Kind, Val};
 use crate::memcached::quantity::{self, Quantity};
 use crate::memcached::{Autoscaling, IntOrString, Memcached, Spec, defaults, duration, image};
 
 /// One field error, shaped like apimachinery's `field.Error`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct FieldError {
     /// The field path, e.g. `spec.autoscaling.minReplicas`.
     pub field: String,
@@ -35,7 +35,7 @@ pub struct FieldError {
 }
 
 /// `field.ErrorType`, with the bad value rendered as Go renders it (`%q` for strings, bare ints).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
     /// `Invalid value: <value>`; `value` is already rendered (`"64Mi"`, `3`, `""`).
     Invalid(String),
@@ -101,6 +101,145 @@ impl FieldError {
             detail: detail.into(),
         }
     }
+}
+
+impl FieldError {
+    /// Whether the message shows the value at [`FieldError::field`], so that any other value
+    /// there gives another message. Not so for `Required` and `Forbidden` (no value), for a
+    /// container shown by its shape ([`render`]'s `{...}`), nor for R2, which is reported on
+    /// the whole PodDisruptionBudget with the reference's `""`.
+    fn names_value(&self) -> bool {
+        match &self.kind {
+            ErrorKind::Invalid(v) | ErrorKind::NotSupported(v) => {
+                !(self.field == PDB && v == "\"\"") && v != "{...}" && v != "[...]"
+            }
+            ErrorKind::Required | ErrorKind::Forbidden => false,
+        }
+    }
+
+    /// The check this error comes from, for the violations metric.
+    pub fn rule(&self) -> Rule {
+        Rule::of(&self.field)
+    }
+}
+
+/// The checks, as the `rule` label of the violations metric names them: a short, fixed set
+/// (never a field path, whose list indexes would make the label set unbounded). Derived from
+/// the field an error is on, which each check owns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// R1: `spec.resources.limits.memory` holds `maxMemoryMB` + 32Mi.
+    MemoryLimit,
+    /// R2–R4: `spec.highAvailability.podDisruptionBudget`.
+    PodDisruptionBudget,
+    /// R5: `spec.highAvailability.gracefulShutdown`.
+    GracefulShutdown,
+    /// R6–R7: `spec.security` secret references.
+    SecretRef,
+    /// R8: `spec.replicas` with autoscaling on.
+    Replicas,
+    /// R10: `spec.resources.requests.cpu` for CPU utilization.
+    CpuRequest,
+    /// R9 and the HorizontalPodAutoscaler rules: `spec.autoscaling`.
+    Autoscaling,
+    /// Will memcached start: `spec.memcached`.
+    MemcachedFlags,
+    /// `spec.image`, `spec.monitoring.exporterImage`.
+    Image,
+    /// `spec.monitoring.serviceMonitor` durations.
+    ServiceMonitor,
+    /// A field no check above owns (a new check that was not given a rule yet).
+    Other,
+}
+
+impl Rule {
+    pub const ALL: [Rule; 11] = [
+        Rule::MemoryLimit,
+        Rule::PodDisruptionBudget,
+        Rule::GracefulShutdown,
+        Rule::SecretRef,
+        Rule::Replicas,
+        Rule::CpuRequest,
+        Rule::Autoscaling,
+        Rule::MemcachedFlags,
+        Rule::Image,
+        Rule::ServiceMonitor,
+        Rule::Other,
+    ];
+
+    fn of(field: &str) -> Rule {
+        let under = |prefix: &str| {
+            field
+                .strip_prefix(prefix)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+        };
+        match field {
+            "spec.resources.limits.memory" => Rule::MemoryLimit,
+            "spec.replicas" => Rule::Replicas,
+            "spec.resources.requests.cpu" => Rule::CpuRequest,
+            "spec.image" | "spec.monitoring.exporterImage" => Rule::Image,
+            _ if under(PDB) => Rule::PodDisruptionBudget,
+            _ if under("spec.highAvailability.gracefulShutdown") => Rule::GracefulShutdown,
+            _ if under("spec.security") => Rule::SecretRef,
+            _ if under("spec.autoscaling") => Rule::Autoscaling,
+            _ if under("spec.memcached") => Rule::MemcachedFlags,
+            _ if under("spec.monitoring.serviceMonitor") => Rule::ServiceMonitor,
+            _ => Rule::Other,
+        }
+    }
+
+    /// The label value.
+    pub const fn label(self) -> &'static str {
+        match self {
+            Rule::MemoryLimit => "memory_limit",
+            Rule::PodDisruptionBudget => "pod_disruption_budget",
+            Rule::GracefulShutdown => "graceful_shutdown",
+            Rule::SecretRef => "secret_ref",
+            Rule::Replicas => "replicas",
+            Rule::CpuRequest => "cpu_request",
+            Rule::Autoscaling => "autoscaling",
+            Rule::MemcachedFlags => "memcached_flags",
+            Rule::Image => "image",
+            Rule::ServiceMonitor => "service_monitor",
+            Rule::Other => "other",
+        }
+    }
+
+    /// The position in [`Rule::ALL`].
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Ratcheting (as KEP-4008 does for CRD schemas): splits the updated object's `errors` into
+/// those the update introduces (first) and those the stored object already had (second).
+///
+/// An error is already stored when `old` has the same one: same field, same message. Both
+/// objects are judged as after defaulting, so an old object stored before the defaulting
+/// webhook existed yields the same messages as its defaulted update. Every message that can
+/// name the bad value does, so a bad value changed into another bad value is a new error; for
+/// the few that cannot ([`FieldError::names_value`]), the JSON at the field must also be
+/// unchanged between `old_object` and `object`.
+pub fn ratchet(
+    errors: Vec<FieldError>,
+    old: &[FieldError],
+    object: Val<'_, '_>,
+    old_object: Val<'_, '_>,
+) -> (Vec<FieldError>, Vec<FieldError>) {
+    let stored: std::collections::HashSet<&FieldError> = old.iter().collect();
+    errors.into_iter().partition(|e| {
+        let kept = stored.contains(e)
+            && (e.names_value()
+                || match (
+                    json::at_path(object, &e.field),
+                    json::at_path(old_object, &e.field),
+                ) {
+                    (None, None) => true,
+                    (Some(a), Some(b)) => json::same(a, b),
+                    _ => false,
+                });
+        !kept
+    })
 }
 
 struct Body<'a>(&'a FieldError);

@@ -24,6 +24,7 @@ pub struct App {
     metrics: Arc<Metrics>,
     max_request_bytes: usize,
     body_read_timeout: Duration,
+    validation_actions: admission::Actions,
 }
 
 impl App {
@@ -32,6 +33,7 @@ impl App {
             metrics,
             max_request_bytes: config.max_request_bytes,
             body_read_timeout: config.body_read_timeout,
+            validation_actions: config.validation_actions,
         }
     }
 
@@ -125,7 +127,13 @@ impl App {
         let mut out = Vec::with_capacity(1024);
         // No panic is expected; if one happens it costs this request (500), not the process.
         let reviewed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            admission::review(webhook, &mut body, &mut out, started)
+            admission::review(
+                webhook,
+                self.validation_actions,
+                &mut body,
+                &mut out,
+                started,
+            )
         }));
         match reviewed {
             Ok(Ok(verdict)) => {
