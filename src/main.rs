@@ -53,7 +53,11 @@ async fn run(config: Config) -> Result<(), String> {
         tracing::info!(created, ca = %ca.display(), "development certificates (curl --cacert {})", ca.display());
     }
     let listeners = Listeners::bind(&config).await.map_err(|e| e.to_string())?;
-    tracing::info!(health = %listeners.health_addr(), "probes on /healthz and /readyz");
+    tracing::info!(
+        health = %listeners.health_addr(),
+        metrics = ?listeners.metrics_addr(),
+        "probes on /healthz and /readyz, metrics on /metrics"
+    );
     server::run(config, listeners, shutdown_signal())
         .await
         .map_err(|e| e.to_string())
