@@ -106,8 +106,9 @@ pub struct Config {
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(4 * 1024 * 1024..=1 << 40))]
     pub max_inflight_body_bytes: u64,
 
-    /// Open connections at most; further ones wait in the kernel's accept queue.
-    #[arg(long, default_value_t = 1024, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    /// Open connections at most; further ones wait in the kernel's accept queue. Each costs
+    /// about 22 KiB (TLS and HTTP buffers) even when idle; the API server needs a few.
+    #[arg(long, default_value_t = 256, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
 
     /// With --enable-http2: concurrent streams per connection (0 would refuse every request).

@@ -94,6 +94,7 @@ async fn connections_that_declare_large_bodies_and_send_nothing_hold_no_budget()
         tls.write_all(spawned::head(7_000_000).as_bytes())
             .await
             .unwrap();
+        tls.flush().await.unwrap();
         silent.push(tls);
     }
     // Every head has been read once all 64 requests show as in flight.

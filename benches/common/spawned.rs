@@ -159,7 +159,8 @@ pub async fn post(tls: std::io::Result<TlsStream<TcpStream>>, body: &[u8], pause
         return 0;
     }
     for chunk in body.chunks(64 * 1024) {
-        if tls.write_all(chunk).await.is_err() {
+        // Flushed each time: tokio-rustls may keep written bytes in its buffer until then.
+        if tls.write_all(chunk).await.is_err() || tls.flush().await.is_err() {
             break;
         }
         if !pause.is_zero() {

@@ -27,7 +27,7 @@ const UNIT: usize = 1024;
 
 /// How long a request waits for budget before it is refused: briefly, so a client is told to
 /// come back (503) rather than held while its connection and buffers cost memory too.
-pub const MAX_WAIT: Duration = Duration::from_secs(1);
+const MAX_WAIT: Duration = Duration::from_secs(1);
 
 /// A refusal logs a warning only after this long without one, so a flood logs once.
 const QUIET: Duration = Duration::from_secs(60);
@@ -143,7 +143,8 @@ impl Grant<'_> {
         self.bytes
     }
 
-    /// Grows the grant to at least `bytes`, waiting until `deadline` at most.
+    /// Grows the grant to at least `bytes`, waiting [`MAX_WAIT`] at most and never past
+    /// `deadline` (the body's).
     pub async fn grow_to(&mut self, bytes: usize, deadline: Instant) -> Result<(), Refused> {
         if bytes <= self.bytes {
             return Ok(());
@@ -163,6 +164,7 @@ impl Grant<'_> {
             Ok(permit) => permit,
             Err(_) => {
                 self.budget.metrics.body_budget.waits.inc();
+                let deadline = deadline.min(Instant::now() + MAX_WAIT);
                 // Dropping the acquire on timeout returns any permits it was partly assigned.
                 match tokio::time::timeout_at(deadline, semaphore.acquire_many(units)).await {
                     Ok(Ok(permit)) => permit,

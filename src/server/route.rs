@@ -127,8 +127,7 @@ impl App {
         // here until the answer is written, when the parser's buffers are freed.
         if grant.pool() == Pool::Large {
             let needed = body.capacity() + budget::parse_cost(&body);
-            let wait_until = deadline.min(tokio::time::Instant::now() + budget::MAX_WAIT);
-            if let Err(refused) = grant.grow_to(needed, wait_until).await {
+            if let Err(refused) = grant.grow_to(needed, deadline).await {
                 return self.refused(refused);
             }
         }
@@ -243,9 +242,8 @@ where
         }
         if needed + padding > out.capacity() {
             let capacity = (2 * out.capacity()).max(16 * 1024).clamp(needed, limit) + padding;
-            let wait_until = deadline.min(tokio::time::Instant::now() + budget::MAX_WAIT);
             grant
-                .grow_to(capacity, wait_until)
+                .grow_to(capacity, deadline)
                 .await
                 .map_err(BodyError::Budget)?;
             out.reserve_exact(capacity - out.len());
