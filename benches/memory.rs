@@ -11,7 +11,8 @@
 //! cargo bench --bench memory                               # exits 1 if a bound is missed
 //! MEMORY_BINARY=path/to/other/build cargo bench --bench memory   # e.g. an older build
 //! MEMORY_ARGS="--max-inflight-body-bytes=33554432" cargo bench --bench memory
-//! MALLOC_ARENA_MAX=2 cargo bench --bench memory            # the environment reaches the server
+//! MALLOC_MMAP_THRESHOLD_=131072 cargo bench --bench memory  # as the Deployment runs it (the
+//!                                                          # environment reaches the server)
 //! ```
 //!
 //! Not a test: it takes about a minute and its figures depend on the allocator and the machine.
@@ -54,7 +55,7 @@ impl Setup {
     async fn start(&self, extra: &[&str]) -> Spawned {
         let mut args: Vec<&str> = self.args.iter().map(String::as_str).collect();
         args.extend_from_slice(extra);
-        let server = Spawned::start(&self.binary, &args).await;
+        let server = Spawned::start(&self.binary, &args, &[]).await;
         let code = spawned::post(server.connect().await, &self.typical, Duration::ZERO).await;
         assert_eq!(code, 200, "a typical review is answered");
         server

@@ -21,6 +21,7 @@ fn help_documents_every_flag_and_version_works() {
         "--log-level",
         "--shutdown-grace-period",
         "--max-request-bytes",
+        "--max-inflight-body-bytes",
         "--dev",
     ] {
         assert!(help.contains(flag), "--help lacks {flag}");

@@ -34,9 +34,10 @@ impl Drop for Spawned {
 }
 
 impl Spawned {
-    /// Starts `binary` with fresh development certificates and `args`, learns its addresses
-    /// from its JSON startup log lines, and waits until /readyz answers 200.
-    pub async fn start(binary: &str, args: &[&str]) -> Spawned {
+    /// Starts `binary` with fresh development certificates, `args` and `env` (besides this
+    /// process's environment), learns its addresses from its JSON startup log lines, and waits
+    /// until /readyz answers 200.
+    pub async fn start(binary: &str, args: &[&str], env: &[(&str, &str)]) -> Spawned {
         let dir = tempfile::tempdir().unwrap();
         let (ca_pem, cert, key) = memcached_webhook::dev::generate().unwrap();
         std::fs::write(dir.path().join("tls.crt"), cert).unwrap();
@@ -48,6 +49,7 @@ impl Spawned {
             .args(["--metrics-bind-address", "127.0.0.1:0"])
             .args(["--log-format", "json"])
             .args(args)
+            .envs(env.iter().copied())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {binary}: {e}"));
