@@ -107,12 +107,12 @@ impl Budget {
         }
     }
 
-    /// Counts a refusal; the first after a quiet spell is logged, with what to do about it.
-    fn refused(&self, pool: Pool) {
+    /// Counts a refusal for lack of budget; the first after a quiet spell is logged, with what
+    /// to do about it.
+    fn busy(&self, pool: Pool) {
         self.metrics.body_budget.refusals.inc();
         let now = self.epoch.elapsed().as_millis() as u64 + 1;
-        let last = self.last_refusal.swap(now, Ordering::AcqRel);
-        if last == 0 || now - last >= QUIET.as_millis() as u64 {
+        if self.after_quiet(now) {
             tracing::warn!(
                 pool = ?pool,
                 budget_bytes = self.small_bytes + self.large_bytes,
@@ -120,6 +120,13 @@ impl Budget {
                  is used up (--max-inflight-body-bytes); logged again after a minute without refusals"
             );
         }
+    }
+
+    /// Whether a refusal at `now` (milliseconds since `epoch`, plus one) follows [`QUIET`]
+    /// without one. Racing refusals may swap out of order: saturating, so that is "not quiet".
+    fn after_quiet(&self, now: u64) -> bool {
+        let last = self.last_refusal.swap(now, Ordering::AcqRel);
+        last == 0 || now.saturating_sub(last) >= QUIET.as_millis() as u64
     }
 }
 
@@ -151,7 +158,8 @@ impl Grant<'_> {
         }
         let (semaphore, capacity) = self.budget.pool(self.pool);
         if bytes > capacity {
-            self.budget.refused(self.pool);
+            // Bad input rather than load: answered 413, counted, not logged as a flood.
+            self.budget.metrics.body_budget.refusals.inc();
             return Err(Refused::TooBig {
                 needed: bytes,
                 pool: capacity,
@@ -169,7 +177,7 @@ impl Grant<'_> {
                 match tokio::time::timeout_at(deadline, semaphore.acquire_many(units)).await {
                     Ok(Ok(permit)) => permit,
                     Ok(Err(_)) | Err(_) => {
-                        self.budget.refused(self.pool);
+                        self.budget.busy(self.pool);
                         return Err(Refused::Busy);
                     }
                 }
@@ -263,6 +271,20 @@ mod tests {
         assert_eq!(budget.small.available_permits() * UNIT, budget.small_bytes);
         assert_eq!(budget.large.available_permits() * UNIT, budget.large_bytes);
         assert_eq!(metrics.body_budget.in_use.get(), 0);
+    }
+
+    #[test]
+    fn a_refusal_is_logged_only_after_a_quiet_minute() {
+        let (budget, _) = budget(8 * 1024 * 1024);
+        let quiet = QUIET.as_millis() as u64;
+        assert!(budget.after_quiet(1), "the first refusal");
+        assert!(!budget.after_quiet(500));
+        assert!(!budget.after_quiet(500 + quiet - 1), "refusals went on");
+        assert!(!budget.after_quiet(400), "a racing, older refusal");
+        assert!(
+            budget.after_quiet(400 + quiet),
+            "a minute after the last one"
+        );
     }
 
     #[test]
