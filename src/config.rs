@@ -101,8 +101,16 @@ pub struct Config {
     #[arg(long, default_value_t = 7 * 1024 * 1024, value_name = "BYTES")]
     pub max_request_bytes: usize,
 
-    /// Open connections at most; further ones wait in the kernel's accept queue.
-    #[arg(long, default_value_t = 1024, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    /// Memory for request bodies in flight, shared by every connection: a body takes it as its
+    /// bytes arrive, one over 256 KiB also for the parser's working memory; an eighth is kept
+    /// for bodies of at most 256 KiB. Used up: a request waits up to 1 s, then gets 503. The
+    /// default fits the Deployment's 128Mi limit (README, "Memory").
+    #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(4 * 1024 * 1024..=1 << 40))]
+    pub max_inflight_body_bytes: u64,
+
+    /// Open connections at most; further ones wait in the kernel's accept queue. Each costs
+    /// about 22 KiB (TLS and HTTP buffers) even when idle; the API server needs a few.
+    #[arg(long, default_value_t = 256, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
 
     /// With --enable-http2: concurrent streams per connection (0 would refuse every request).

@@ -135,7 +135,18 @@ pub struct Metrics {
     /// Certificate reloads by result, and the served leaf's notAfter (Unix seconds: alert
     /// before it passes); the reloader updates them.
     pub certificates: crate::tls::reload::Stats,
+    /// The budget for request bodies in flight (`server::budget`).
+    pub body_budget: BodyBudget,
     process: Process,
+}
+
+/// `--max-inflight-body-bytes`: how much is held, and how often requests waited or were refused.
+#[derive(Debug, Default)]
+pub struct BodyBudget {
+    pub capacity: Gauge,
+    pub in_use: Gauge,
+    pub waits: Counter,
+    pub refusals: Counter,
 }
 
 #[derive(Debug, Default)]
@@ -280,6 +291,28 @@ impl Metrics {
             cert_expiry.clone(),
         );
 
+        let body_budget = BodyBudget::default();
+        registry.register(
+            "memcached_webhook_body_budget_bytes",
+            "The memory budget for request bodies in flight (--max-inflight-body-bytes)",
+            body_budget.capacity.clone(),
+        );
+        registry.register(
+            "memcached_webhook_body_budget_in_use_bytes",
+            "Bytes of the body budget held by requests (bodies, and the parser for large ones)",
+            body_budget.in_use.clone(),
+        );
+        registry.register(
+            "memcached_webhook_body_budget_waits",
+            "Requests that waited for body budget",
+            body_budget.waits.clone(),
+        );
+        registry.register(
+            "memcached_webhook_body_budget_refusals",
+            "Requests refused for lack of body budget (503, or 413 when larger than the budget)",
+            body_budget.refusals.clone(),
+        );
+
         let process = Process::default();
         registry.register(
             "memcached_webhook_log_lines_dropped",
@@ -324,6 +357,7 @@ impl Metrics {
                 reloads_failed: cert_reloads_failed,
                 not_after: cert_expiry,
             },
+            body_budget,
             process,
         }
     }

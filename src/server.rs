@@ -2,6 +2,7 @@
 //! and the plain-HTTP health port. Every wait on a client has a deadline and every input a cap
 //! (see [`conn`]); SIGTERM turns readiness off, stops accepting and drains within a bound.
 
+pub mod budget;
 mod conn;
 pub mod health;
 pub mod route;

@@ -22,6 +22,7 @@ fn help_documents_every_flag_and_version_works() {
         "--shutdown-grace-period",
         "--max-request-bytes",
         "--validation-actions",
+        "--max-inflight-body-bytes",
         "--dev",
     ] {
         assert!(help.contains(flag), "--help lacks {flag}");

@@ -16,6 +16,8 @@ mod http2;
 mod manifests;
 /// Verdicts checked against the real memcached binary.
 mod memcached_oracle;
+/// The body budget holds under a flood of large bodies (the real binary, RSS from /proc).
+mod memory;
 /// /metrics after a known sequence of requests.
 mod metrics;
 /// POST /mutate end to end, and every malformed request.

@@ -133,48 +133,70 @@ impl TestServer {
         client_cert: Option<(String, String)>,
         versions: Option<&[&'static rustls::SupportedProtocolVersion]>,
     ) -> std::io::Result<TlsStream<TcpStream>> {
-        let mut roots = rustls::RootCertStore::empty();
-        for cert in CertificateDer::pem_slice_iter(self.ca_pem.as_bytes()) {
-            roots.add(cert.unwrap()).unwrap();
-        }
-        let builder =
-            rustls::ClientConfig::builder_with_provider(memcached_webhook::tls::provider())
-                .with_protocol_versions(versions.unwrap_or(rustls::DEFAULT_VERSIONS))
-                .unwrap()
-                .with_root_certificates(roots);
-        let mut config = match client_cert {
-            None => builder.with_no_client_auth(),
-            Some((cert, key)) => {
-                let chain = CertificateDer::pem_slice_iter(cert.as_bytes())
-                    .map(Result::unwrap)
-                    .collect();
-                let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
-                builder.with_client_auth_cert(chain, key).unwrap()
-            }
-        };
-        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-        let tcp = TcpStream::connect(self.webhook).await?;
-        TlsConnector::from(Arc::new(config))
-            .connect(ServerName::try_from("localhost").unwrap(), tcp)
-            .await
+        connect(self.webhook, &self.ca_pem, alpn, client_cert, versions).await
     }
 
     /// An HTTP/1.1 keep-alive client over TLS.
     pub async fn client(&self) -> Client {
-        let tls = self.tls(&[b"http/1.1"]).await.unwrap();
-        let (sender, conn) = http1::handshake(TokioIo::new(tls)).await.unwrap();
-        tokio::spawn(conn);
-        Client { sender }
+        client_over(self.tls(&[b"http/1.1"]).await.unwrap()).await
     }
 }
 
 /// A well-behaved client is answered: a new HTTP/1.1 connection posts the typical review.
 pub async fn still_serving(server: &TestServer) {
-    let mut client = server.client().await;
+    still_serving_at(server.webhook, &server.ca_pem).await;
+}
+
+/// [`still_serving`] for a server at `addr` whose certificate `ca_pem` signed.
+pub async fn still_serving_at(addr: SocketAddr, ca_pem: &str) {
+    let tls = connect(addr, ca_pem, &[b"http/1.1"], None, None)
+        .await
+        .unwrap();
+    let mut client = client_over(tls).await;
     let (status, _) = client
         .post(MUTATE, fixture("mutate-create-kubectl-apply.json"))
         .await;
     assert_eq!(status, StatusCode::OK);
+}
+
+/// A TLS connection to a webhook port at `addr` whose certificate `ca_pem` signed.
+pub async fn connect(
+    addr: SocketAddr,
+    ca_pem: &str,
+    alpn: &[&[u8]],
+    client_cert: Option<(String, String)>,
+    versions: Option<&[&'static rustls::SupportedProtocolVersion]>,
+) -> std::io::Result<TlsStream<TcpStream>> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(memcached_webhook::tls::provider())
+        .with_protocol_versions(versions.unwrap_or(rustls::DEFAULT_VERSIONS))
+        .unwrap()
+        .with_root_certificates(roots);
+    let mut config = match client_cert {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => {
+            let chain = CertificateDer::pem_slice_iter(cert.as_bytes())
+                .map(Result::unwrap)
+                .collect();
+            let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+            builder.with_client_auth_cert(chain, key).unwrap()
+        }
+    };
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let tcp = TcpStream::connect(addr).await?;
+    TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+}
+
+/// An HTTP/1.1 keep-alive client over a TLS connection.
+pub async fn client_over(tls: TlsStream<TcpStream>) -> Client {
+    let (sender, conn) = http1::handshake(TokioIo::new(tls)).await.unwrap();
+    tokio::spawn(conn);
+    Client { sender }
 }
 
 pub struct Client {

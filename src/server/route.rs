@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue};
+use hyper::body::{Body, Incoming};
+use hyper::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use hyper::{Method, Request, Response, StatusCode};
 
+use super::budget::{self, Budget, Grant, Pool, Refused};
 use crate::admission::{self, MUTATE_PATH, VALIDATE_PATH, Webhook};
 use crate::config::Config;
 use crate::metrics::{BadRequest, Metrics};
@@ -25,11 +26,14 @@ pub struct App {
     max_request_bytes: usize,
     body_read_timeout: Duration,
     validation_actions: admission::Actions,
+    budget: Budget,
 }
 
 impl App {
     pub fn new(config: &Config, metrics: Arc<Metrics>) -> Self {
+        let budget_bytes = usize::try_from(config.max_inflight_body_bytes).unwrap_or(usize::MAX);
         App {
+            budget: Budget::new(budget_bytes, metrics.clone()),
             metrics,
             max_request_bytes: config.max_request_bytes,
             body_read_timeout: config.body_read_timeout,
@@ -93,15 +97,12 @@ impl App {
             bad(BadRequest::TooLarge);
             return self.too_large();
         }
-        // One allocation, sized for the body and the parser's padding.
-        let capacity = declared.map_or(16 * 1024, |n| n as usize) + simd_json::INPUT_PADDING;
-        let mut body = Vec::with_capacity(capacity);
-        match tokio::time::timeout(
-            self.body_read_timeout,
-            read_body(req.into_body(), &mut body, self.max_request_bytes),
-        )
-        .await
-        {
+        let deadline = tokio::time::Instant::now() + self.body_read_timeout;
+        let mut grant = self.budget.grant(Pool::for_declared(declared));
+        let mut body = Vec::new();
+        let limit = declared.map_or(self.max_request_bytes, |n| n as usize);
+        let read = read_body(req.into_body(), &mut body, &mut grant, limit, deadline);
+        match tokio::time::timeout_at(deadline, read).await {
             Err(_) => {
                 bad(BadRequest::Timeout);
                 return text(
@@ -121,7 +122,16 @@ impl App {
                     "the request body could not be read\n",
                 );
             }
+            Ok(Err(BodyError::Budget(refused))) => return self.refused(refused),
             Ok(Ok(())) => {}
+        }
+        // A large body's parse takes several times its size (`budget::parse_cost`): held from
+        // here until the answer is written, when the parser's buffers are freed.
+        if grant.pool() == Pool::Large {
+            let needed = body.capacity() + budget::parse_cost(&body);
+            if let Err(refused) = grant.grow_to(needed, deadline).await {
+                return self.refused(refused);
+            }
         }
         // Room for a response with a typical patch, so it is written without reallocating.
         let mut out = Vec::with_capacity(1024);
@@ -160,6 +170,33 @@ impl App {
         }
     }
 
+    /// 503 while the budget is used up (the apiserver retries), 413 when it never could hold it.
+    fn refused(&self, refused: Refused) -> Response<Full<Bytes>> {
+        match refused {
+            Refused::Busy => {
+                let mut response = text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the server's memory for request bodies is in use by other requests \
+                     (--max-inflight-body-bytes); retry shortly\n",
+                );
+                response
+                    .headers_mut()
+                    .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+                response
+            }
+            Refused::TooBig { needed, pool } => {
+                self.metrics.bad_request(BadRequest::TooLarge);
+                text(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!(
+                        "reading and parsing this body needs {needed} bytes of memory, more than the \
+                         {pool} bytes --max-inflight-body-bytes allows for bodies over 256 KiB\n"
+                    ),
+                )
+            }
+        }
+    }
+
     fn too_large(&self) -> Response<Full<Bytes>> {
         text(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -179,21 +216,47 @@ impl Drop for InFlight<'_> {
     }
 }
 
+#[derive(Debug)]
 enum BodyError {
     TooLarge,
-    Read(hyper::Error),
+    Read(Box<dyn std::error::Error + Send + Sync>),
+    Budget(Refused),
 }
 
-/// Appends the body's frames to `out`, stopping as soon as it would pass `limit`.
-async fn read_body(mut body: Incoming, out: &mut Vec<u8>, limit: usize) -> Result<(), BodyError> {
+/// Appends the body's frames to `out`, stopping as soon as it would pass `limit` (the
+/// declared Content-Length, or `--max-request-bytes`). Memory is taken from `grant` before the
+/// buffer grows: doubling, so at most twice what has arrived, never past `limit` and the
+/// parser's padding, so a body that arrives whole needs no copy before parsing.
+async fn read_body<B>(
+    mut body: B,
+    out: &mut Vec<u8>,
+    grant: &mut Grant<'_>,
+    limit: usize,
+    deadline: tokio::time::Instant,
+) -> Result<(), BodyError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let padding = simd_json::INPUT_PADDING;
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(BodyError::Read)?;
-        if let Ok(data) = frame.into_data() {
-            if out.len() + data.len() > limit {
-                return Err(BodyError::TooLarge);
-            }
-            out.extend_from_slice(&data);
+        let frame = frame.map_err(|e| BodyError::Read(e.into()))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        let needed = out.len() + data.len();
+        if needed > limit {
+            return Err(BodyError::TooLarge);
         }
+        if needed + padding > out.capacity() {
+            let capacity = (2 * out.capacity()).max(16 * 1024).clamp(needed, limit) + padding;
+            grant
+                .grow_to(capacity, deadline)
+                .await
+                .map_err(BodyError::Budget)?;
+            out.reserve_exact(capacity - out.len());
+        }
+        out.extend_from_slice(&data);
     }
     Ok(())
 }
@@ -237,5 +300,165 @@ mod tests {
             );
         }
         assert!(!is_json(None));
+    }
+
+    /// A request body played from a script; `Stall` never resolves (a client gone quiet).
+    enum Step {
+        Data(usize),
+        Fail,
+        Stall,
+    }
+
+    struct Script(std::collections::VecDeque<Step>);
+
+    impl Body for Script {
+        type Data = Bytes;
+        type Error = std::io::Error;
+
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+            use std::task::Poll;
+            match self.0.pop_front() {
+                None => Poll::Ready(None),
+                Some(Step::Data(n)) => {
+                    Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from(vec![
+                        b' ';
+                        n
+                    ])))))
+                }
+                Some(Step::Fail) => Poll::Ready(Some(Err(std::io::Error::other("reset")))),
+                Some(Step::Stall) => {
+                    self.0.push_front(Step::Stall);
+                    Poll::Pending
+                }
+            }
+        }
+    }
+
+    const MIB: usize = 1024 * 1024;
+
+    fn setup() -> (Budget, Arc<Metrics>) {
+        let metrics = Arc::new(Metrics::new());
+        (Budget::new(8 * MIB, metrics.clone()), metrics)
+    }
+
+    fn soon() -> tokio::time::Instant {
+        tokio::time::Instant::now() + Duration::from_millis(50)
+    }
+
+    /// Nothing is held, and the whole large pool (7 MiB of 8) can be taken again.
+    async fn all_returned(budget: &Budget, metrics: &Metrics) {
+        assert_eq!(metrics.body_budget.in_use.get(), 0);
+        let mut all = budget.grant(Pool::Large);
+        all.grow_to(7 * MIB, tokio::time::Instant::now())
+            .await
+            .expect("the whole pool is free");
+    }
+
+    async fn read(
+        budget: &Budget,
+        steps: impl IntoIterator<Item = Step>,
+        limit: usize,
+    ) -> (Result<(), BodyError>, Vec<u8>, usize) {
+        let mut grant = budget.grant(Pool::Large);
+        let mut body = Vec::new();
+        let script = Script(steps.into_iter().collect());
+        let result = read_body(script, &mut body, &mut grant, limit, soon()).await;
+        (result, body, grant.bytes())
+    }
+
+    #[tokio::test]
+    async fn a_complete_body_holds_its_buffer_and_returns_it() {
+        let (budget, metrics) = setup();
+        let steps = [Step::Data(100_000), Step::Data(200_000), Step::Data(7)];
+        let (result, body, held) = read(&budget, steps, 300_007).await;
+        result.unwrap();
+        assert_eq!(body.len(), 300_007);
+        // Exactly the declared length and the parser's padding: no copy before parsing.
+        assert_eq!(body.capacity(), 300_007 + simd_json::INPUT_PADDING);
+        assert!(held >= body.capacity() && held < body.capacity() + 1024);
+        all_returned(&budget, &metrics).await;
+    }
+
+    #[tokio::test]
+    async fn memory_is_taken_as_bytes_arrive_not_as_declared() {
+        let (budget, metrics) = setup();
+        let mut grant = budget.grant(Pool::Large);
+        let mut body = Vec::new();
+        let script = Script([Step::Data(1000), Step::Stall].into_iter().collect());
+        // Declares 7 MB and sends 1000 bytes, then nothing.
+        let read = read_body(script, &mut body, &mut grant, 7_000_000, soon());
+        assert!(
+            tokio::time::timeout(Duration::from_millis(20), read)
+                .await
+                .is_err()
+        );
+        assert!(body.capacity() <= 16 * 1024 + simd_json::INPUT_PADDING);
+        assert!(grant.bytes() <= 17 * 1024, "{}", grant.bytes());
+        drop(grant);
+        all_returned(&budget, &metrics).await;
+    }
+
+    #[tokio::test]
+    async fn a_failed_body_returns_its_budget() {
+        let (budget, metrics) = setup();
+        let (result, _, held) = read(&budget, [Step::Data(500_000), Step::Fail], MIB).await;
+        assert!(matches!(result, Err(BodyError::Read(_))), "{result:?}");
+        assert!(held >= 500_000);
+        all_returned(&budget, &metrics).await;
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_returns_its_budget() {
+        let (budget, metrics) = setup();
+        let (result, body, _) =
+            read(&budget, [Step::Data(60_000), Step::Data(60_000)], 100_000).await;
+        assert!(matches!(result, Err(BodyError::TooLarge)), "{result:?}");
+        assert_eq!(
+            body.len(),
+            60_000,
+            "stopped before taking the chunk past the limit"
+        );
+        all_returned(&budget, &metrics).await;
+    }
+
+    #[tokio::test]
+    async fn a_client_gone_mid_body_returns_its_budget() {
+        let (budget, metrics) = setup();
+        // The request's future owns its grant, as `App::answer` does; the connection ending
+        // (or the body deadline) drops that future mid-read.
+        let request = async {
+            let mut grant = budget.grant(Pool::Large);
+            let mut body = Vec::new();
+            let script = Script([Step::Data(300_000), Step::Stall].into_iter().collect());
+            read_body(script, &mut body, &mut grant, MIB, soon()).await
+        };
+        let mut request = Box::pin(request);
+        tokio::select! {
+            _ = &mut request => panic!("a stalled body finished"),
+            () = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+        assert!(metrics.body_budget.in_use.get() >= 300_000);
+        drop(request);
+        all_returned(&budget, &metrics).await;
+    }
+
+    #[tokio::test]
+    async fn a_body_that_waits_too_long_for_budget_is_refused_and_returns_its_budget() {
+        let (budget, metrics) = setup();
+        let mut hog = budget.grant(Pool::Large);
+        hog.grow_to(6 * MIB, soon()).await.unwrap();
+        let (result, _, held) =
+            read(&budget, [Step::Data(500_000), Step::Data(800_000)], 2 * MIB).await;
+        assert!(
+            matches!(result, Err(BodyError::Budget(Refused::Busy))),
+            "{result:?}"
+        );
+        assert!(held >= 500_000, "the first chunk fitted");
+        assert_eq!(metrics.body_budget.refusals.get(), 1);
+        drop(hog);
+        all_returned(&budget, &metrics).await;
     }
 }
