@@ -25,11 +25,15 @@ pub struct Origin {
 
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} document {}", self.file, self.document)?;
+        write!(
+            f,
+            "{} document {} (line {})",
+            self.file, self.document, self.line
+        )?;
         if let Some(item) = self.item {
             write!(f, " item {item}")?;
         }
-        write!(f, " (line {})", self.line)
+        Ok(())
     }
 }
 
