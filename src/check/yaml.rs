@@ -289,12 +289,31 @@ fn key_string(scalar: Scalar) -> Result<String, String> {
         Scalar::Float(f) if f.is_infinite() => {
             Ok(if f > 0.0 { ".inf" } else { "-.inf" }.to_owned())
         }
-        Scalar::Float(f) => Ok((f as f32).to_string()),
+        Scalar::Float(f) => Ok(go_format_g32(f)),
         Scalar::Uint(n) => Err(format!(
             "unsupported map key {n} (an unsigned 64-bit number)"
         )),
         Scalar::Null => Err("unsupported map key: null".to_owned()),
         Scalar::Merge => Ok("<<".to_owned()),
+    }
+}
+
+/// `strconv.FormatFloat(f, 'g', -1, 32)`: the shortest float32 digits, with an exponent (at
+/// least two digits) below 1e-4 and from 1e6 on.
+fn go_format_g32(f: f64) -> String {
+    let f = f as f32;
+    let scientific = format!("{f:e}");
+    let (mantissa, exponent) = scientific
+        .split_once('e')
+        .expect("LowerExp always writes an exponent");
+    let exponent: i32 = exponent
+        .parse()
+        .expect("LowerExp writes a decimal exponent");
+    if (-4..6).contains(&exponent) {
+        f.to_string()
+    } else {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exponent.abs())
     }
 }
 

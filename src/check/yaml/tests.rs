@@ -161,6 +161,10 @@ fn keys_become_strings_as_sigs_k8s_io_yaml_makes_them() {
         one("1: a\nyes: b\n1.5: c\n0x10: d\n'on': e\n"),
         json!({"1": "a", "true": "b", "1.5": "c", "16": "d", "on": "e"})
     );
+    assert_eq!(
+        one("1e6: a\n0.00001: b\n123456.0: c\n0.1: d\n-2.5e-7: e\n"),
+        json!({"1e+06": "a", "1e-05": "b", "123456": "c", "0.1": "d", "-2.5e-07": "e"})
+    );
     let e = error("a: 1\n~: b\n");
     assert_eq!((e.line, e.column), (2, 1));
     assert!(e.message.contains("unsupported map key"), "{e}");
