@@ -6,7 +6,7 @@ pub mod input;
 pub mod yaml;
 
 use std::io::{self, Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use base64::Engine as _;
@@ -272,7 +272,7 @@ pub fn run(
     }
 }
 
-fn read_file(file: &PathBuf, stdin: &mut dyn Read) -> Result<(String, Vec<u8>), Unreadable> {
+fn read_file(file: &Path, stdin: &mut dyn Read) -> Result<(String, Vec<u8>), Unreadable> {
     let (name, bytes) = if file.as_os_str() == "-" {
         let mut bytes = Vec::new();
         (
