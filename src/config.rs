@@ -5,14 +5,23 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::admission::Actions;
 
 /// Kubernetes admission webhooks for memcached.c5c3.io Memcached: defaulting and validation.
 #[derive(Clone, Debug, Parser)]
-#[command(version, about, max_term_width = 100)]
+#[command(
+    version,
+    about,
+    max_term_width = 100,
+    args_conflicts_with_subcommands = true
+)]
 pub struct Config {
+    /// Without a subcommand the binary serves the webhooks.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// TLS listener for both webhooks.
     #[arg(long, default_value = "0.0.0.0:9443", value_name = "ADDR")]
     pub webhook_bind_address: SocketAddr,
@@ -126,6 +135,14 @@ pub struct Config {
     /// --cert-dir (default certs/dev) if none is there, and narrow wildcard binds to 127.0.0.1.
     #[arg(long)]
     pub dev: bool,
+}
+
+/// What the binary does instead of serving.
+#[derive(Clone, Debug, Subcommand)]
+pub enum Command {
+    /// Judge manifests offline as the webhooks would (exit 0: all admitted, 1: any denied,
+    /// 2: unreadable input).
+    Check(crate::check::Args),
 }
 
 /// An address or nothing; an alias so clap takes the whole `Option` from the value parser.

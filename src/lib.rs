@@ -11,10 +11,12 @@
 //! - [`metrics`]: Prometheus metrics (controller-runtime's names and ours).
 //! - [`server`]: listeners, HTTP, routing, health probes and shutdown.
 //! - [`dev`]: throwaway certificates for running on a laptop.
+//! - [`check`]: the `check` subcommand, the webhooks' verdicts on manifests offline.
 
 #![forbid(unsafe_code)]
 
 pub mod admission;
+pub mod check;
 pub mod config;
 pub mod dev;
 pub mod json;

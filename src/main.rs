@@ -1,15 +1,26 @@
-//! The binary: parse flags, set up logging, serve until SIGTERM/SIGINT.
+//! The binary: parse flags, set up logging, serve until SIGTERM/SIGINT (or, with `check`,
+//! judge manifests and exit).
 
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use memcached_webhook::config::Config;
+use memcached_webhook::check;
+use memcached_webhook::config::{Command, Config};
 use memcached_webhook::server::{self, Listeners};
 use memcached_webhook::{dev, logging};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let mut config = Config::parse();
+    if let Some(Command::Check(args)) = &config.command {
+        let code = check::run(
+            args,
+            &mut std::io::stdin().lock(),
+            &mut std::io::BufWriter::new(std::io::stdout().lock()),
+            &mut std::io::stderr().lock(),
+        );
+        return ExitCode::from(code);
+    }
     config.apply_dev_mode();
     // Held to the end of main: dropping it gives the queued log lines about a second to be written.
     let _log = match logging::init(config.log_format, &config.log_level, std::io::stderr()) {

@@ -27,6 +27,10 @@ fn help_documents_every_flag_and_version_works() {
     ] {
         assert!(help.contains(flag), "--help lacks {flag}");
     }
+    assert!(
+        help.contains("check") && help.contains("Judge manifests offline"),
+        "--help lacks the check subcommand: {help}"
+    );
     let out = binary().arg("--version").output().unwrap();
     assert!(out.status.success());
     assert_eq!(

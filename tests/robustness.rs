@@ -137,7 +137,7 @@ fn leaf() -> impl Strategy<Value = J> {
     ]
 }
 
-fn tree() -> impl Strategy<Value = J> {
+pub(crate) fn tree() -> impl Strategy<Value = J> {
     leaf().prop_recursive(6, 96, 6, |inner| {
         prop_oneof![
             proptest::collection::vec(inner.clone(), 0..4).prop_map(J::Array),
@@ -254,7 +254,7 @@ fn scaling_rules() -> BoxedStrategy<J> {
 }
 
 /// Specs shaped like the CRD, each member sometimes of the wrong type: these reach the rules.
-fn typed() -> BoxedStrategy<J> {
+pub(crate) fn typed() -> BoxedStrategy<J> {
     let secret = || {
         object(vec![
             member("enabled", flag()),

@@ -4,6 +4,8 @@
 /// Starting servers, TLS clients and fixtures.
 mod util;
 
+/// `memcached-webhook check` on fixtures, and its agreement with the running server.
+mod check;
 /// The binary itself: flags, --help, --version, startup errors.
 mod cli;
 /// The defaulting property test against an independent reference.
