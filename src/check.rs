@@ -13,7 +13,7 @@ use base64::Engine as _;
 use clap::ValueEnum;
 use serde_json::{Value, json};
 
-use crate::admission::{self, Webhook};
+use crate::admission::{self, Actions, Webhook};
 use crate::memcached;
 use input::{Object, STDIN, Unreadable};
 
@@ -118,7 +118,8 @@ fn call(webhook: Webhook, object: &Value) -> Result<Value, String> {
     });
     let mut body = serde_json::to_vec(&review).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
-    admission::review(webhook, &mut body, &mut out, Instant::now())
+    // Deny: `check` answers what would be refused, whatever a cluster's --validation-actions.
+    admission::review(webhook, Actions::DENY, &mut body, &mut out, Instant::now())
         .map_err(|e| format!("the webhook cannot read the object: {e}"))?;
     let mut answer: Value = serde_json::from_slice(&out)
         .map_err(|e| format!("the webhook's answer is not JSON: {e}"))?;
