@@ -1,11 +1,24 @@
 //! Writes the AdmissionReview response straight into a byte buffer: no serializer, no
 //! intermediate value. Field names and shapes follow `admission/v1` and `metav1.Status`.
 
+use std::sync::LazyLock;
+
 use base64::Engine as _;
 
 use super::ApiVersion;
 use crate::json::write_str;
 use crate::patch::{Change, Changes};
+
+/// The patch's base64 engine: AVX2 (NEON on arm64) when the CPU has it, else the scalar one.
+/// Built once, since it probes the CPU. The vector kernel saves about 4 instructions per patch
+/// byte on every patched answer (`benches/instructions.rs`: 930 of 26,600 on the typical CREATE);
+/// the `unsafe` is the `base64` crate's, behind its `simd-unsafe` feature.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+static BASE64: LazyLock<base64::engine::Simd> =
+    LazyLock::new(|| base64::engine::Simd::standard(base64::engine::general_purpose::PAD));
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+static BASE64: LazyLock<base64::engine::GeneralPurpose> =
+    LazyLock::new(|| base64::engine::general_purpose::STANDARD);
 
 /// `response` (AdmissionResponse), without the `uid` (passed separately: it is always echoed).
 #[derive(Debug)]
@@ -116,7 +129,7 @@ pub fn write(out: &mut Vec<u8>, version: ApiVersion, uid: &str, response: &Respo
     });
     if let Some(patch) = response.patch {
         out.extend_from_slice(b",\"patchType\":\"JSONPatch\",\"patch\":\"");
-        let engine = &base64::engine::general_purpose::STANDARD;
+        let engine = &*BASE64;
         let start = out.len();
         let encoded =
             base64::encoded_len(patch.len(), true).expect("a request-sized patch fits in usize");
@@ -252,6 +265,28 @@ mod tests {
                    "response": {"uid": "u-\"1\"", "allowed": true, "patchType": "JSONPatch", "patch": "W10=",
                                 "warnings": ["w1", "w\"2"]}})
         );
+    }
+
+    #[test]
+    fn the_patch_engine_encodes_as_standard_base64() {
+        // Every length up to several vector blocks, so the kernel, its tail and padding all run.
+        let bytes: Vec<u8> = (0..=255u8).cycle().take(700).collect();
+        for len in 0..bytes.len() {
+            let patch = &bytes[..len];
+            let mut out = Vec::new();
+            write(
+                &mut out,
+                ApiVersion::V1,
+                "u",
+                &Response {
+                    patch: Some(patch),
+                    ..Response::allowed()
+                },
+            );
+            let v: Value = serde_json::from_slice(&out).expect("valid JSON");
+            let expected = base64::engine::general_purpose::STANDARD.encode(patch);
+            assert_eq!(v["response"]["patch"], expected.as_str(), "length {len}");
+        }
     }
 
     #[test]

@@ -1,0 +1,124 @@
+//! Instructions per `admission::review` call, counted by callgrind (gungraun): the in-process hot
+//! path on the captured CREATE, the UPDATE, the 100 KB review and a validation denial. Counts
+//! do not depend on machine load, so this bench gates CI where a timing could not.
+//!
+//! ```text
+//! cargo install gungraun-runner --version 0.20.0 --locked   # once; same version as the lib
+//! cargo bench --locked --bench instructions
+//! ```
+//!
+//! Each bench has an absolute ceiling on `Ir` (instructions executed): the count measured when
+//! the ceiling was set, plus 10 %. A fresh clone has no saved baseline to compare against, so
+//! a relative limit would pass on every first run; an absolute one fails there. The run fails
+//! (non-zero exit) when a count passes its ceiling. Counts depend a little on the CPU
+//! (simd-json picks AVX2 or SSE4.2 at run time); the ceilings were measured with AVX2 on
+//! x86_64. When a change makes the path cheaper, lower the ceiling with it, so the 10 %
+//! stays 10 %.
+//!
+//! Each measured call is the thread's second: the setup runs one review first, as a server
+//! worker that has served a request before, so the parser's reused buffers are warm and the
+//! count is the steady state, not the first request's allocations.
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use gungraun::{
+    Callgrind, EventKind, LibraryBenchmarkConfig, library_benchmark, library_benchmark_group, main,
+};
+use memcached_webhook::admission::{self, Actions, Webhook};
+
+/// `Ir` ceilings: the count on 2026-12-03 (x86_64, AVX2) plus 10 %.
+const CREATE_IR: u64 = 28_300;
+const UPDATE_IR: u64 = 47_550;
+const LARGE_IR: u64 = 723_800;
+const DENIAL_IR: u64 = 72_500;
+
+/// What a measured call gets: the request body in a buffer sized as the server sizes it
+/// (length + simd-json's padding, `server/route.rs`), and a fresh 1 KiB response buffer.
+struct Request {
+    webhook: Webhook,
+    body: Vec<u8>,
+    out: Vec<u8>,
+}
+
+fn fixture(file: &str) -> Vec<u8> {
+    let path = format!("{}/tests/fixtures/{file}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
+}
+
+fn buffered(body: &[u8]) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(body.len() + simd_json::INPUT_PADDING);
+    buf.extend_from_slice(body);
+    buf
+}
+
+/// Reads the fixture and answers it once (warming this thread's parser state), checking the
+/// answer is the one the bench means to measure: a review that does not reach the path named
+/// would make its count meaningless.
+fn warmed(webhook: Webhook, file: &str, allowed: bool) -> Request {
+    let body = fixture(file);
+    let mut out = Vec::with_capacity(1024);
+    let verdict = admission::review(
+        webhook,
+        Actions::DENY,
+        &mut buffered(&body),
+        &mut out,
+        Instant::now(),
+    )
+    .unwrap_or_else(|e| panic!("{file}: not an answerable review: {e}"));
+    assert_eq!(verdict.allowed, allowed, "{file}: unexpected verdict");
+    if webhook == Webhook::Mutate {
+        assert!(
+            verdict.patched,
+            "{file}: the defaulting webhook must patch it"
+        );
+    }
+    Request {
+        webhook,
+        body: buffered(&body),
+        out: Vec::with_capacity(1024),
+    }
+}
+
+fn ceiling(ir: u64) -> LibraryBenchmarkConfig {
+    let mut config = LibraryBenchmarkConfig::default();
+    config.tool(Callgrind::default().hard_limits([(EventKind::Ir, ir)]));
+    config
+}
+
+#[library_benchmark]
+#[bench::typical_create(
+    args = (Webhook::Mutate, "mutate-create-kubectl-apply.json", true),
+    setup = warmed,
+    config = ceiling(CREATE_IR)
+)]
+#[bench::typical_update(
+    args = (Webhook::Mutate, "mutate-update-kubectl-apply.json", true),
+    setup = warmed,
+    config = ceiling(UPDATE_IR)
+)]
+#[bench::large_100k(
+    args = (Webhook::Mutate, "large-annotations.json", true),
+    setup = warmed,
+    config = ceiling(LARGE_IR)
+)]
+#[bench::validate_denial(
+    args = (Webhook::Validate, "invalid-spec.json", false),
+    setup = warmed,
+    config = ceiling(DENIAL_IR)
+)]
+fn review(mut request: Request) -> Vec<u8> {
+    let verdict = admission::review(
+        request.webhook,
+        Actions::DENY,
+        black_box(&mut request.body),
+        &mut request.out,
+        Instant::now(),
+    );
+    black_box(verdict.is_ok());
+    request.out
+}
+
+library_benchmark_group!(name = hot_path, benchmarks = review);
+
+main!(library_benchmark_groups = hot_path);
