@@ -515,10 +515,24 @@ pub fn write(out: &mut String, value: &Value) {
     }
 }
 
+/// YAML lets an implicit key (`key: value`) span at most 1024 characters; go-yaml and saphyr
+/// refuse a longer one, so it is written as an explicit key (`? key` then `: value`).
+const MAX_IMPLICIT_KEY: usize = 1024;
+
 fn write_map(out: &mut String, map: &Map<String, Value>, indent: usize) {
+    let mut key_text = String::new();
     for (key, value) in map {
+        key_text.clear();
+        write_string(&mut key_text, key);
         out.extend(std::iter::repeat_n(' ', indent));
-        write_string(out, key);
+        if key_text.chars().count() < MAX_IMPLICIT_KEY {
+            out.push_str(&key_text);
+        } else {
+            out.push_str("? ");
+            out.push_str(&key_text);
+            out.push('\n');
+            out.extend(std::iter::repeat_n(' ', indent));
+        }
         out.push(':');
         write_nested(out, value, indent);
     }

@@ -340,3 +340,25 @@ fn written_yaml_reads_back_the_same() {
     );
     assert!(text.contains("\"yes\": \"yes\"\n"), "{text}");
 }
+
+/// Found by the `check` fuzz target: a key past YAML's 1024-character limit for implicit keys
+/// was written as `key: value`, which no YAML parser reads back.
+#[test]
+fn a_long_key_is_written_so_that_it_reads_back() {
+    for len in [1020, 1021, 1022, 1023, 1024, 1025, 3000] {
+        for key in ["k".repeat(len), format!("a b{}", "\u{1b}".repeat(len))] {
+            let object = json!({
+                "kind": "A",
+                "metadata": {key.as_str(): 1, "name": "x"},
+                "items": [{key.as_str(): {"nested": [key.as_str()]}, "other": 2}],
+            });
+            let mut text = String::new();
+            write(&mut text, &object);
+            assert_eq!(
+                one(&text),
+                object,
+                "key of {len} characters, written:\n{text}"
+            );
+        }
+    }
+}
