@@ -302,6 +302,13 @@ fn key_string(scalar: Scalar) -> Result<String, String> {
 /// least two digits) below 1e-4 and from 1e6 on.
 fn go_format_g32(f: f64) -> String {
     let f = f as f32;
+    // Past f32's range (or `.inf`, `.nan`) Go writes these; LowerExp would write `inf`, `NaN`.
+    if f.is_nan() {
+        return "NaN".to_owned();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "+Inf" } else { "-Inf" }.to_owned();
+    }
     let scientific = format!("{f:e}");
     let (mantissa, exponent) = scientific
         .split_once('e')
