@@ -198,7 +198,7 @@ fn json_documents(file: &str, text: &str) -> Result<Vec<yaml::Document>, Unreada
         };
         let value = value.map_err(|e| Unreadable {
             file: file.to_owned(),
-            at: Some((e.line(), e.column())),
+            at: Some(json_error_at(text, &e)),
             message: format!("not valid JSON: {e}"),
         })?;
         let skipped = text[start..].len() - text[start..].trim_start().len();
@@ -209,6 +209,16 @@ fn json_documents(file: &str, text: &str) -> Result<Vec<yaml::Document>, Unreada
             value: normalize_numbers(value),
         });
     }
+}
+
+/// Where a JSON error is, 1-based. serde_json puts an error on a newline (one inside a string)
+/// at column 0 of the next line; the report names the newline's own place instead.
+fn json_error_at(text: &str, e: &serde_json::Error) -> (usize, usize) {
+    if e.column() > 0 {
+        return (e.line(), e.column());
+    }
+    let newline = text.match_indices('\n').nth(e.line().saturating_sub(2));
+    newline.map_or((e.line().max(1), 1), |(i, _)| line_column(text, i))
 }
 
 /// Whole floats become integers, as the apiserver decodes `1.0` and forwards it (`1`).
@@ -298,6 +308,15 @@ mod tests {
         let err = objects_err("f.json", "{\"a\": 1,\n  \"b\" 2}");
         assert_eq!(err.at, Some((2, 7)), "{err}");
         assert!(err.message.starts_with("not valid JSON"), "{err}");
+    }
+
+    /// Found by the `check` fuzz target: serde_json reports an error on a newline inside a
+    /// string at column 0 of the next line, which is no 1-based position.
+    #[test]
+    fn a_newline_inside_a_json_string_is_reported_where_it_is() {
+        let err = objects_err("f.json", "{\"kind\": \"A\",\n \"b\": \"x\n\"}");
+        assert_eq!(err.at, Some((2, 9)), "{err}");
+        assert!(err.message.contains("control character"), "{err}");
     }
 
     #[test]

@@ -302,6 +302,13 @@ fn key_string(scalar: Scalar) -> Result<String, String> {
 /// least two digits) below 1e-4 and from 1e6 on.
 fn go_format_g32(f: f64) -> String {
     let f = f as f32;
+    // Past f32's range (or `.inf`, `.nan`) Go writes these; LowerExp would write `inf`, `NaN`.
+    if f.is_nan() {
+        return "NaN".to_owned();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "+Inf" } else { "-Inf" }.to_owned();
+    }
     let scientific = format!("{f:e}");
     let (mantissa, exponent) = scientific
         .split_once('e')
@@ -515,10 +522,24 @@ pub fn write(out: &mut String, value: &Value) {
     }
 }
 
+/// YAML lets an implicit key (`key: value`) span at most 1024 characters; go-yaml and saphyr
+/// refuse a longer one, so it is written as an explicit key (`? key` then `: value`).
+const MAX_IMPLICIT_KEY: usize = 1024;
+
 fn write_map(out: &mut String, map: &Map<String, Value>, indent: usize) {
+    let mut key_text = String::new();
     for (key, value) in map {
+        key_text.clear();
+        write_string(&mut key_text, key);
         out.extend(std::iter::repeat_n(' ', indent));
-        write_string(out, key);
+        if key_text.chars().count() < MAX_IMPLICIT_KEY {
+            out.push_str(&key_text);
+        } else {
+            out.push_str("? ");
+            out.push_str(&key_text);
+            out.push('\n');
+            out.extend(std::iter::repeat_n(' ', indent));
+        }
         out.push(':');
         write_nested(out, value, indent);
     }

@@ -249,8 +249,9 @@ fn parent(path: &Path) -> &Path {
         .unwrap_or(Path::new("."))
 }
 
-/// Refuses a leaf that is expired or not yet valid; returns its notAfter (Unix seconds).
-fn check_dates(certified: &CertifiedKey, cert_path: &Path) -> Result<u64, LoadError> {
+/// Refuses a leaf that is expired or not yet valid; returns its notAfter (Unix seconds). Public
+/// so the fuzz target can put any leaf through it.
+pub fn check_dates(certified: &CertifiedKey, cert_path: &Path) -> Result<u64, LoadError> {
     let problem = |problem: String| LoadError::Certificate {
         path: cert_path.into(),
         problem,

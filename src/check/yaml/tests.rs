@@ -340,3 +340,34 @@ fn written_yaml_reads_back_the_same() {
     );
     assert!(text.contains("\"yes\": \"yes\"\n"), "{text}");
 }
+
+/// Found by the `check` fuzz target: a key past YAML's 1024-character limit for implicit keys
+/// was written as `key: value`, which no YAML parser reads back.
+#[test]
+fn a_long_key_is_written_so_that_it_reads_back() {
+    for len in [1020, 1021, 1022, 1023, 1024, 1025, 3000] {
+        for key in ["k".repeat(len), format!("a b{}", "\u{1b}".repeat(len))] {
+            let object = json!({
+                "kind": "A",
+                "metadata": {key.as_str(): 1, "name": "x"},
+                "items": [{key.as_str(): {"nested": [key.as_str()]}, "other": 2}],
+            });
+            let mut text = String::new();
+            write(&mut text, &object);
+            assert_eq!(
+                one(&text),
+                object,
+                "key of {len} characters, written:\n{text}"
+            );
+        }
+    }
+}
+
+/// Found by the `check` fuzz target: a float key beyond float32's range panicked while being
+/// named the way go-yaml names it (`strconv.FormatFloat(f, 'g', -1, 32)`).
+#[test]
+fn a_float_key_outside_float32_is_named_as_go_names_it() {
+    let big = "444444444444444444444444444444444444444444444.3";
+    let text = format!("{big}: a\n-{big}: b\n");
+    assert_eq!(one(&text), json!({"+Inf": "a", "-Inf": "b"}));
+}

@@ -1,0 +1,110 @@
+//! The whole admission path from request-body bytes, through both webhooks, as the server runs
+//! it. The raw bytes must never panic and, when answered, get a JSON AdmissionReview back. When
+//! the bytes are also JSON to serde_json, they are re-encoded (no duplicate keys, so both parsers
+//! agree on every member) and the answer must echo the uid, and a patch must apply with the
+//! independent `json-patch` crate, touch only `/spec`, and leave nothing for a second mutation.
+
+#![no_main]
+
+use std::time::Instant;
+
+use base64::Engine as _;
+use libfuzzer_sys::fuzz_target;
+use memcached_webhook::admission::{self, Actions, Webhook};
+use serde_json::Value;
+
+const WARN_AUDIT: Actions = Actions {
+    deny: false,
+    warn: true,
+    audit: true,
+};
+
+fuzz_target!(|data: &[u8]| {
+    for (webhook, actions) in [
+        (Webhook::Mutate, Actions::DENY),
+        (Webhook::Validate, Actions::DENY),
+        (Webhook::Validate, WARN_AUDIT),
+    ] {
+        if let Some(out) = answer(webhook, actions, data) {
+            let answer: Value = serde_json::from_slice(&out).expect("the answer is JSON");
+            assert!(answer["response"]["uid"].is_string(), "no uid: {answer}");
+            assert!(answer["response"]["allowed"].is_boolean(), "{answer}");
+        }
+    }
+    let Ok(review) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
+    let body = serde_json::to_vec(&review).expect("a Value encodes");
+    let uid = review["request"]["uid"].as_str();
+    for (webhook, actions) in [
+        (Webhook::Validate, Actions::DENY),
+        (Webhook::Validate, WARN_AUDIT),
+    ] {
+        if let Some(out) = answer(webhook, actions, &body) {
+            echoes(&out, uid);
+        }
+    }
+    let Some(out) = answer(Webhook::Mutate, Actions::DENY, &body) else {
+        return;
+    };
+    let response = echoes(&out, uid);
+    let Some(patch) = response["patch"].as_str() else {
+        return;
+    };
+    assert_eq!(response["patchType"], "JSONPatch", "{response}");
+    assert_eq!(
+        response["allowed"], true,
+        "a denial carries a patch: {response}"
+    );
+    let patch = base64::engine::general_purpose::STANDARD
+        .decode(patch)
+        .expect("the patch is base64");
+    let ops: Value = serde_json::from_slice(&patch).expect("the patch is JSON");
+    for op in ops.as_array().expect("the patch is an array") {
+        let path = op["path"].as_str().expect("every operation has a path");
+        assert!(
+            path == "/spec" || path.starts_with("/spec/"),
+            "the patch touches {path} outside spec: {ops}"
+        );
+    }
+    let ops: json_patch::Patch = serde_json::from_value(ops).expect("a JSON Patch document");
+    let mut object = review["request"]["object"].clone();
+    json_patch::patch(&mut object, &ops).unwrap_or_else(|e| {
+        panic!("the patch does not apply to request.object: {e}\nobject: {object}\npatch: {ops:?}")
+    });
+    let mut again = review.clone();
+    again["request"]["object"] = object;
+    let body = serde_json::to_vec(&again).expect("a Value encodes");
+    let out = answer(Webhook::Mutate, Actions::DENY, &body)
+        .expect("the patched object is still a review");
+    let response = echoes(&out, uid);
+    assert_eq!(
+        response["allowed"], true,
+        "the patched object is refused: {response}"
+    );
+    assert!(
+        response.get("patch").is_none(),
+        "mutating the patched object patches again: {response}"
+    );
+});
+
+/// The answer's bytes, or `None` when the body is refused with HTTP 400 (its reason non-empty).
+fn answer(webhook: Webhook, actions: Actions, body: &[u8]) -> Option<Vec<u8>> {
+    let mut body = body.to_vec();
+    let mut out = Vec::new();
+    match admission::review(webhook, actions, &mut body, &mut out, Instant::now()) {
+        Ok(_) => Some(out),
+        Err(bad) => {
+            assert!(!bad.to_string().is_empty(), "a 400 without a reason");
+            None
+        }
+    }
+}
+
+/// The answer's `response`, having checked that it echoes `uid`.
+fn echoes(out: &[u8], uid: Option<&str>) -> Value {
+    let mut answer: Value = serde_json::from_slice(out).expect("the answer is JSON");
+    let response = answer["response"].take();
+    assert_eq!(response["uid"].as_str(), uid, "uid not echoed: {response}");
+    response
+}
