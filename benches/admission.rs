@@ -119,6 +119,7 @@ fn ours(webhook: Webhook, fixture: &[u8]) -> Vec<u8> {
         webhook,
         admission::Actions::DENY,
         &mut body,
+        |body| body.extend_from_slice(fixture),
         &mut out,
         Instant::now(),
     )

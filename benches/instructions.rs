@@ -34,10 +34,12 @@ const LARGE_IR: u64 = 723_800;
 const DENIAL_IR: u64 = 72_500;
 
 /// What a measured call gets: the request body in a buffer sized as the server sizes it
-/// (length + simd-json's padding, `server/route.rs`), and a fresh 1 KiB response buffer.
+/// (length + simd-json's padding, `server/route.rs`), the body as sent (the server's frames),
+/// and a fresh 4 KiB response buffer.
 struct Request {
     webhook: Webhook,
     body: Vec<u8>,
+    sent: Vec<u8>,
     out: Vec<u8>,
 }
 
@@ -57,11 +59,12 @@ fn buffered(body: &[u8]) -> Vec<u8> {
 /// would make its count meaningless.
 fn warmed(webhook: Webhook, file: &str, allowed: bool) -> Request {
     let body = fixture(file);
-    let mut out = Vec::with_capacity(1024);
+    let mut out = Vec::with_capacity(4096);
     let verdict = admission::review(
         webhook,
         Actions::DENY,
         &mut buffered(&body),
+        |sent| sent.extend_from_slice(&body),
         &mut out,
         Instant::now(),
     )
@@ -76,7 +79,8 @@ fn warmed(webhook: Webhook, file: &str, allowed: bool) -> Request {
     Request {
         webhook,
         body: buffered(&body),
-        out: Vec::with_capacity(1024),
+        sent: body,
+        out: Vec::with_capacity(4096),
     }
 }
 
@@ -108,10 +112,12 @@ fn ceiling(ir: u64) -> LibraryBenchmarkConfig {
     config = ceiling(DENIAL_IR)
 )]
 fn review(mut request: Request) -> Vec<u8> {
+    let sent = &request.sent;
     let verdict = admission::review(
         request.webhook,
         Actions::DENY,
         black_box(&mut request.body),
+        |body| body.extend_from_slice(sent),
         &mut request.out,
         Instant::now(),
     );

@@ -631,6 +631,7 @@ async fn run(settings: Settings, servers: tokio::runtime::Handle) -> ExitCode {
         Webhook::Mutate,
         admission::Actions::DENY,
         &mut body,
+        |body| body.extend_from_slice(&typical.body),
         &mut answer,
         Instant::now(),
     )

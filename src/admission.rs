@@ -5,6 +5,7 @@
 //! an RFC 6902 array and always comes with `patchType: "JSONPatch"`. A denial is HTTP 200 with
 //! `allowed: false`; only a body that is not an AdmissionReview at all gets an HTTP error.
 
+mod managed_fields;
 pub mod response;
 
 use std::borrow::Cow;
@@ -396,12 +397,45 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::new());
 }
 
-/// Answers one AdmissionReview. `body` holds exactly the request body; it is padded and
-/// unescaped in place. The answer is written into `out`; `Err` means HTTP 400 with its reason.
+/// Answers one AdmissionReview. `body` holds exactly the request body; it is padded, and
+/// blanked and unescaped in place. `original` appends the body's bytes as they arrived to an
+/// empty buffer: it is called only when what [`managed_fields`] blanked must be parsed after all.
+/// The answer is written into `out`; `Err` means HTTP 400 with its reason.
 pub fn review(
     webhook: Webhook,
     actions: Actions,
     body: &mut Vec<u8>,
+    original: impl FnOnce(&mut Vec<u8>),
+    out: &mut Vec<u8>,
+    started: Instant,
+) -> Result<Verdict, BadReview> {
+    review_blanking(webhook, actions, body, Some(original), out, started)
+}
+
+/// [`review`] parsing the whole body, `managedFields` included: for comparing with [`review`].
+pub fn review_whole(
+    webhook: Webhook,
+    actions: Actions,
+    body: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+    started: Instant,
+) -> Result<Verdict, BadReview> {
+    review_blanking(
+        webhook,
+        actions,
+        body,
+        None::<fn(&mut Vec<u8>)>,
+        out,
+        started,
+    )
+}
+
+/// [`review`], blanking `managedFields` only when `original` can restore the body.
+fn review_blanking(
+    webhook: Webhook,
+    actions: Actions,
+    body: &mut Vec<u8>,
+    original: Option<impl FnOnce(&mut Vec<u8>)>,
     out: &mut Vec<u8>,
     started: Instant,
 ) -> Result<Verdict, BadReview> {
@@ -409,6 +443,10 @@ pub fn review(
         return Err(BadReview::Empty);
     }
     let len = body.len();
+    let blanked = match original {
+        Some(_) => managed_fields::blank(body),
+        None => managed_fields::Blanked::default(),
+    };
     body.resize(len + simd_json::INPUT_PADDING, b' ');
     SCRATCH.with(|scratch| {
         let mut guard = scratch.borrow_mut();
@@ -418,7 +456,21 @@ pub fn review(
             patch,
         } = &mut *guard;
         let mut tape: Tape<'_> = tape.take().unwrap_or_else(Tape::null).reset();
-        let result = match simd_json::fill_tape_padded(body, len, buffers, &mut tape) {
+        let base = body.as_ptr() as usize;
+        let mut parsed = simd_json::fill_tape_padded(body, len, buffers, &mut tape);
+        if !blanked.is_empty()
+            && (parsed.is_err() || !managed_fields::verified(&blanked, base, Val::root(&tape)))
+            && let Some(original) = original
+        {
+            // Something was blanked that a rule might read, or the parse failed and its error
+            // must be the one the body as sent gets: parse the body as it arrived.
+            tape = tape.reset();
+            body.clear();
+            original(body);
+            body.resize(len + simd_json::INPUT_PADDING, b' ');
+            parsed = simd_json::fill_tape_padded(body, len, buffers, &mut tape);
+        }
+        let result = match parsed {
             Ok(()) => parse(Val::root(&tape)).map(|(version, request)| {
                 let verdict = decide(webhook, actions, version, &request, patch, out);
                 log(webhook, &request, &verdict, started);

@@ -119,8 +119,19 @@ fn call(webhook: Webhook, object: &Value) -> Result<Value, String> {
     let mut body = serde_json::to_vec(&review).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     // Deny: `check` answers what would be refused, whatever a cluster's --validation-actions.
-    admission::review(webhook, Actions::DENY, &mut body, &mut out, Instant::now())
-        .map_err(|e| format!("the webhook cannot read the object: {e}"))?;
+    // Should the server need the body as sent again, serialising the same value gives it.
+    let original = |body: &mut Vec<u8>| {
+        serde_json::to_writer(body, &review).expect("it was serialised once already");
+    };
+    admission::review(
+        webhook,
+        Actions::DENY,
+        &mut body,
+        original,
+        &mut out,
+        Instant::now(),
+    )
+    .map_err(|e| format!("the webhook cannot read the object: {e}"))?;
     let mut answer: Value = serde_json::from_slice(&out)
         .map_err(|e| format!("the webhook's answer is not JSON: {e}"))?;
     Ok(answer["response"].take())

@@ -357,13 +357,14 @@ fn review_of(object: &J) -> Vec<u8> {
 }
 
 /// Runs one webhook; a well-formed envelope must always get an AdmissionReview back.
-fn answer(webhook: Webhook, body: &[u8]) -> J {
-    let mut body = body.to_vec();
+fn answer(webhook: Webhook, sent: &[u8]) -> J {
+    let mut body = sent.to_vec();
     let mut out = Vec::new();
     admission::review(
         webhook,
         admission::Actions::DENY,
         &mut body,
+        |body| body.extend_from_slice(sent),
         &mut out,
         Instant::now(),
     )
@@ -430,7 +431,8 @@ proptest! {
         for webhook in [Webhook::Mutate, Webhook::Validate] {
             let mut input = body.clone();
             let mut out = Vec::new();
-            match admission::review(webhook, admission::Actions::DENY, &mut input, &mut out, Instant::now()) {
+            let original = |sent: &mut Vec<u8>| sent.extend_from_slice(&body);
+            match admission::review(webhook, admission::Actions::DENY, &mut input, original, &mut out, Instant::now()) {
                 Ok(_) => {
                     let response: J = serde_json::from_slice(&out)
                         .map_err(|e| TestCaseError::fail(format!("answer is not JSON: {e}")))?;

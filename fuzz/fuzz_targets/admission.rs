@@ -1,6 +1,7 @@
 //! The whole admission path from request-body bytes, through both webhooks, as the server runs
-//! it. The raw bytes must never panic and, when answered, get a JSON AdmissionReview back. When
-//! the bytes are also JSON to serde_json, they are re-encoded (no duplicate keys, so both parsers
+//! it. The raw bytes must never panic and, when answered, get a JSON AdmissionReview back; the
+//! blanking of `managedFields` must not change an answer (see `answer`). When the bytes are also
+//! JSON to serde_json, they are re-encoded (no duplicate keys, so both parsers
 //! agree on every member) and the answer must echo the uid, and a patch must apply with the
 //! independent `json-patch` crate, touch only `/spec`, and leave nothing for a second mutation.
 
@@ -89,16 +90,30 @@ fuzz_target!(|data: &[u8]| {
 });
 
 /// The answer's bytes, or `None` when the body is refused with HTTP 400 (its reason non-empty).
-fn answer(webhook: Webhook, actions: Actions, body: &[u8]) -> Option<Vec<u8>> {
-    let mut body = body.to_vec();
-    let mut out = Vec::new();
-    match admission::review(webhook, actions, &mut body, &mut out, Instant::now()) {
-        Ok(_) => Some(out),
-        Err(bad) => {
-            assert!(!bad.to_string().is_empty(), "a 400 without a reason");
-            None
+/// Answered twice, as the server does (`managedFields` blanked before the parse) and parsing
+/// everything: the two must agree byte for byte, except that a body whose only fault lies
+/// inside a blanked array is answered where the whole parse refuses it.
+fn answer(webhook: Webhook, actions: Actions, sent: &[u8]) -> Option<Vec<u8>> {
+    let (mut body, mut out) = (sent.to_vec(), Vec::new());
+    let original = |body: &mut Vec<u8>| body.extend_from_slice(sent);
+    let served = admission::review(webhook, actions, &mut body, original, &mut out, Instant::now());
+    let (mut body, mut whole_out) = (sent.to_vec(), Vec::new());
+    let whole = admission::review_whole(webhook, actions, &mut body, &mut whole_out, Instant::now());
+    match (served, whole) {
+        (Ok(_), Ok(_)) => assert_eq!(
+            String::from_utf8_lossy(&out),
+            String::from_utf8_lossy(&whole_out),
+            "blanking managedFields changed the answer"
+        ),
+        (Err(served), Err(whole)) => {
+            assert_eq!(served.to_string(), whole.to_string());
+            assert!(!served.to_string().is_empty(), "a 400 without a reason");
+            return None;
         }
+        (Ok(_), Err(_)) => {}
+        (Err(served), Ok(_)) => panic!("blanking managedFields refused an answerable review: {served}"),
     }
+    Some(out)
 }
 
 /// The answer's `response`, having checked that it echoes `uid`.

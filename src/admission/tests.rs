@@ -4,15 +4,44 @@ use super::*;
 use base64::Engine as _;
 use serde_json::{Value as J, json};
 
-fn run(webhook: Webhook, body: &[u8]) -> Result<(Verdict, J), String> {
-    let mut body = body.to_vec();
-    let mut out = Vec::new();
-    let verdict = review(webhook, Actions::DENY, &mut body, &mut out, Instant::now())
-        .map_err(|e| e.to_string())?;
+/// Reviews `sent`, and checks that parsing it whole (nothing blanked) answers byte for byte the
+/// same: every test of the envelope is also a test of `managed_fields`.
+fn run(webhook: Webhook, sent: &[u8]) -> Result<(Verdict, J), String> {
+    let (verdict, out) = answer(webhook, sent, true);
+    let (plain, plain_out) = answer(webhook, sent, false);
+    assert_eq!(
+        verdict.as_ref().map(|_| ()),
+        plain.as_ref().map(|_| ()),
+        "blanking managedFields changed the outcome"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        String::from_utf8_lossy(&plain_out),
+        "blanking managedFields changed the answer"
+    );
     Ok((
-        verdict,
+        verdict?,
         serde_json::from_slice(&out).expect("responses are valid JSON"),
     ))
+}
+
+fn answer(webhook: Webhook, sent: &[u8], blanking: bool) -> (Result<Verdict, String>, Vec<u8>) {
+    let mut body = sent.to_vec();
+    let mut out = Vec::new();
+    let original = |body: &mut Vec<u8>| body.extend_from_slice(sent);
+    let verdict = if blanking {
+        review(
+            webhook,
+            Actions::DENY,
+            &mut body,
+            original,
+            &mut out,
+            Instant::now(),
+        )
+    } else {
+        review_whole(webhook, Actions::DENY, &mut body, &mut out, Instant::now())
+    };
+    (verdict.map_err(|e| e.to_string()), out)
 }
 
 fn fixture(name: &str) -> Vec<u8> {
@@ -254,7 +283,7 @@ fn info_lines(webhook: Webhook, body: &[u8]) -> String {
     // interest from another thread's (empty) default (tokio-rs/tracing#3611); a second live
     // dispatcher keeps it on the general path.
     let _second = tracing::Dispatch::new(tracing_subscriber::registry());
-    tracing::subscriber::with_default(subscriber, || run(webhook, body)).unwrap();
+    tracing::subscriber::with_default(subscriber, || answer(webhook, body, true).0).unwrap();
     String::from_utf8(captured.0.lock().unwrap().clone()).unwrap()
 }
 
@@ -287,6 +316,7 @@ fn the_verdict_counts_violations_by_enforcement_and_rule() {
             Webhook::Validate,
             actions,
             &mut body,
+            |sent: &mut Vec<u8>| sent.extend_from_slice(&fixture("invalid-spec.json")),
             &mut out,
             Instant::now(),
         );

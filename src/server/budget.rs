@@ -192,27 +192,6 @@ impl Grant<'_> {
         }
         Ok(())
     }
-
-    /// Gives back what is held beyond `bytes` (rounded up to whole KiB): the body's frames,
-    /// once they are copied into the parser's buffer and dropped.
-    pub fn shrink_to(&mut self, bytes: usize) {
-        let keep = bytes.div_ceil(UNIT) * UNIT;
-        if keep >= self.bytes {
-            return;
-        }
-        let Some(held) = &mut self.permit else {
-            return;
-        };
-        // `split` hands back permits this grant holds, so it cannot fail here; dropping the
-        // split part returns them to the semaphore.
-        drop(held.split((self.bytes - keep) / UNIT));
-        self.budget
-            .metrics
-            .body_budget
-            .in_use
-            .dec_by((self.bytes - keep) as i64);
-        self.bytes = keep;
-    }
 }
 
 impl Drop for Grant<'_> {
@@ -331,26 +310,6 @@ mod tests {
         grant.grow_to(10, later(10)).await.unwrap();
         assert_eq!(grant.bytes(), 3 * UNIT);
         drop(grant);
-        all_returned(&budget, &metrics);
-    }
-
-    #[tokio::test]
-    async fn shrinking_gives_back_whole_units_to_the_pool_and_the_gauge() {
-        let (budget, metrics) = budget(8 * 1024 * 1024);
-        let mut grant = budget.grant(Pool::Small);
-        grant.grow_to(1024 * 1024, later(10)).await.unwrap();
-        // The small pool (1 MiB) is all taken; shrinking frees room for another request.
-        assert!(budget.small.try_acquire().is_err());
-        grant.shrink_to(300 * UNIT + 1);
-        assert_eq!(grant.bytes(), 301 * UNIT);
-        assert_eq!(metrics.body_budget.in_use.get(), 301 * UNIT as i64);
-        assert_eq!(budget.small.available_permits(), 1024 - 301);
-        grant.shrink_to(400 * UNIT);
-        assert_eq!(grant.bytes(), 301 * UNIT, "shrinking never grows");
-        let mut empty = budget.grant(Pool::Small);
-        empty.shrink_to(0);
-        assert_eq!(empty.bytes(), 0);
-        drop((grant, empty));
         all_returned(&budget, &metrics);
     }
 
