@@ -110,11 +110,11 @@ fn allocations_per_call(iters: u64, mut f: impl FnMut()) -> (f64, f64) {
 // === the two implementations ===
 
 /// Ours, as `route.rs` calls it: a fresh body buffer (length + padding, so the padding does
-/// not reallocate), a fresh 1 KiB response buffer (route.rs's), `admission::review`.
+/// not reallocate), a fresh 2 KiB response buffer (route.rs's), `admission::review`.
 fn ours(webhook: Webhook, fixture: &[u8]) -> Vec<u8> {
     let mut body = Vec::with_capacity(fixture.len() + simd_json::INPUT_PADDING);
     body.extend_from_slice(fixture);
-    let mut out = Vec::with_capacity(1024);
+    let mut out = Vec::with_capacity(2048);
     admission::review(
         webhook,
         admission::Actions::DENY,
