@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use base64::Engine as _;
 use libfuzzer_sys::fuzz_target;
-use memcached_webhook::admission::{self, Actions, Webhook};
+use memcached_webhook::admission::{self, Actions, BadReview, Webhook};
 use serde_json::Value;
 
 const WARN_AUDIT: Actions = Actions {
@@ -91,8 +91,9 @@ fuzz_target!(|data: &[u8]| {
 
 /// The answer's bytes, or `None` when the body is refused with HTTP 400 (its reason non-empty).
 /// Answered twice, as the server does (`managedFields` blanked before the parse) and parsing
-/// everything: the two must agree byte for byte, except that a body whose only fault lies
-/// inside a blanked array is answered where the whole parse refuses it.
+/// everything: the two must agree byte for byte, except where the whole parse finds the body is
+/// not JSON: blanking hides a fault that lies only inside a blanked array (which the apiserver
+/// never sends), so that body may get an answer, or another reason.
 fn answer(webhook: Webhook, actions: Actions, sent: &[u8]) -> Option<Vec<u8>> {
     let (mut body, mut out) = (sent.to_vec(), Vec::new());
     let original = |body: &mut Vec<u8>| body.extend_from_slice(sent);
@@ -106,11 +107,16 @@ fn answer(webhook: Webhook, actions: Actions, sent: &[u8]) -> Option<Vec<u8>> {
             "blanking managedFields changed the answer"
         ),
         (Err(served), Err(whole)) => {
-            assert_eq!(served.to_string(), whole.to_string());
             assert!(!served.to_string().is_empty(), "a 400 without a reason");
+            if !matches!(whole, BadReview::Json { .. }) {
+                assert_eq!(served.to_string(), whole.to_string());
+            }
             return None;
         }
-        (Ok(_), Err(_)) => {}
+        (Ok(_), Err(whole)) => assert!(
+            matches!(whole, BadReview::Json { .. }),
+            "blanking managedFields answered a review refused for {whole}"
+        ),
         (Err(served), Ok(_)) => panic!("blanking managedFields refused an answerable review: {served}"),
     }
     Some(out)
