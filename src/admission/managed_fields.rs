@@ -6,9 +6,10 @@
 //! from its original bytes (see [`verified`]).
 //!
 //! Blanking keeps every other byte where it was, so parse errors elsewhere keep their offsets.
-//! What the parser no longer checks inside a blanked array is its grammar: the blank is made only
-//! when the array's strings and brackets balance and its bytes are UTF-8, and the apiserver
-//! never sends anything else there (it decoded the object itself before asking us).
+//! What the parser no longer checks inside a blanked array is its grammar (and its limits, such as
+//! `1e400` or nesting past 1,024 levels): the blank is made only when the array's strings and
+//! brackets balance and its bytes are UTF-8, and the apiserver never sends anything else there
+//! (it decoded the object itself before asking us).
 
 use std::sync::LazyLock;
 

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Incoming};
 use hyper::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Method, Request, Response, StatusCode, Version};
 
 use super::budget::{self, Budget, Grant, Pool, Refused};
 use crate::admission::{self, MUTATE_PATH, VALIDATE_PATH, Webhook};
@@ -24,6 +24,8 @@ use std::sync::Arc;
 pub struct App {
     metrics: Arc<Metrics>,
     max_request_bytes: usize,
+    /// hyper's HTTP/1 read buffer limit: what a held frame may keep alive besides itself.
+    max_header_bytes: usize,
     body_read_timeout: Duration,
     validation_actions: admission::Actions,
     budget: Budget,
@@ -36,6 +38,7 @@ impl App {
             budget: Budget::new(budget_bytes, metrics.clone()),
             metrics,
             max_request_bytes: config.max_request_bytes,
+            max_header_bytes: config.max_header_bytes as usize,
             body_read_timeout: config.body_read_timeout,
             validation_actions: config.validation_actions,
         }
@@ -100,8 +103,10 @@ impl App {
         let deadline = tokio::time::Instant::now() + self.body_read_timeout;
         let mut grant = self.budget.grant(Pool::for_declared(declared));
         let limit = declared.map_or(self.max_request_bytes, |n| n as usize);
-        let pool = grant.pool();
-        let read = read_body(req.into_body(), pool, &mut grant, limit, deadline);
+        // Only a small body over HTTP/1 keeps its frames ([`Received`]).
+        let pin = (grant.pool() == Pool::Small && req.version() < Version::HTTP_2)
+            .then_some(self.max_header_bytes);
+        let read = read_body(req.into_body(), pin, &mut grant, limit, deadline);
         let received = match tokio::time::timeout_at(deadline, read).await {
             Err(_) => {
                 bad(BadRequest::Timeout);
@@ -136,7 +141,8 @@ impl App {
                 // which stay until the answer is written: should what `managedFields` blanking
                 // hid be needed after all, the body is parsed again as sent.
                 let padded = frames.len + simd_json::INPUT_PADDING;
-                if let Err(refused) = grant.grow_to(frames.len + padded, deadline).await {
+                let held = grant.bytes();
+                if let Err(refused) = grant.grow_to(held + padded, deadline).await {
                     return self.refused(refused);
                 }
                 let mut body = Vec::with_capacity(padded);
@@ -237,29 +243,26 @@ enum BodyError {
     Budget(Refused),
 }
 
-/// The request body as it arrived: hyper's frames, which share its read buffer (holding them
-/// copies nothing). The apiserver's few-KB reviews come in one frame, so no list is allocated.
+/// A small body is held as at most this many frames (the apiserver's few-KB reviews come in
+/// one, a 100 KB review in two or three); a body in more is copied as it comes from there on.
+const MAX_FRAMES: usize = 4;
+
+/// The request body as it arrived over HTTP/1: hyper's frames, which are slices of the
+/// connection's read buffer, so holding them copies nothing, but keeps alive the buffer
+/// allocation each one lies in. hyper allocates a new one while an old one is held, so each
+/// held frame is charged the most such an allocation holds besides the frame: hyper's read
+/// buffer limit, `--max-header-bytes` (64 KiB).
 #[derive(Debug, Default)]
 struct Frames {
-    first: Bytes,
-    more: Vec<Bytes>,
+    held: [Bytes; MAX_FRAMES],
+    count: usize,
     len: usize,
 }
 
 impl Frames {
-    fn push(&mut self, data: Bytes) {
-        self.len += data.len();
-        if self.first.is_empty() {
-            self.first = data;
-        } else {
-            self.more.push(data);
-        }
-    }
-
     /// Appends the body to `out`.
     fn copy_into(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.first);
-        for data in &self.more {
+        for data in &self.held[..self.count] {
             out.extend_from_slice(data);
         }
     }
@@ -268,16 +271,17 @@ impl Frames {
 /// A body as it arrived.
 #[derive(Debug)]
 enum Received {
-    /// A small body's frames (bodies of at most 256 KiB): copied once when complete, and kept
-    /// until the answer, should the parser need the body as sent again. Copying frames into one
-    /// growing buffer instead copied a 100 KB review ~1.6 times over (65,000 instructions of
-    /// `realloc` per request over TLS, 5 %).
+    /// A small body over HTTP/1 (at most 256 KiB, in at most [`MAX_FRAMES`] frames): copied once
+    /// when complete, and kept until the answer, should the parser need the body as sent again.
+    /// Copying frames into one growing buffer instead copied a 100 KB review ~1.6 times over
+    /// (65,000 instructions of `realloc` per request over TLS, 5 %).
     Frames(Frames),
-    /// A large body, copied as it comes into a buffer that doubles (so at most twice what has
+    /// Any other body, copied as it comes into a buffer that doubles (so at most twice what has
     /// arrived, never past the limit and the parser's padding), taken from the budget before it
-    /// grows. Its frames are not held: a large body's grant grows in steps as bytes arrive,
-    /// never by the whole body at once, so large bodies waiting for budget cannot each hold
-    /// their frames and all wait for a copy's worth more.
+    /// grows. Its frames are not held: over HTTP/2 a stream's frames pin the connection's
+    /// shared read buffer wherever they lie, and a large body's grant must grow in steps as
+    /// bytes arrive, never by a copy's worth at once, or large bodies waiting for budget would
+    /// each hold their frames and all wait for more.
     Buffer(Vec<u8>),
 }
 
@@ -291,10 +295,11 @@ impl Received {
 }
 
 /// Reads the body, stopping as soon as it would pass `limit` (the declared Content-Length, or
-/// `--max-request-bytes`); `pool` says how it is kept ([`Received`]).
+/// `--max-request-bytes`). `pin` is what each held frame is charged besides its bytes, `None`
+/// for a body whose frames are not to be held ([`Received`]).
 async fn read_body<B>(
     mut body: B,
-    pool: Pool,
+    pin: Option<usize>,
     grant: &mut Grant<'_>,
     limit: usize,
     deadline: tokio::time::Instant,
@@ -304,9 +309,9 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let padding = simd_json::INPUT_PADDING;
-    let mut received = match pool {
-        Pool::Small => Received::Frames(Frames::default()),
-        Pool::Large => Received::Buffer(Vec::new()),
+    let mut received = match pin {
+        Some(_) => Received::Frames(Frames::default()),
+        None => Received::Buffer(Vec::new()),
     };
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| BodyError::Read(e.into()))?;
@@ -317,27 +322,35 @@ where
         if needed > limit {
             return Err(BodyError::TooLarge);
         }
-        match &mut received {
-            Received::Frames(frames) => {
+        if let Received::Frames(frames) = &mut received {
+            if frames.count < MAX_FRAMES {
+                let pinned = (frames.count + 1) * pin.unwrap_or_default();
                 grant
-                    .grow_to(needed, deadline)
+                    .grow_to(needed + pinned, deadline)
                     .await
                     .map_err(BodyError::Budget)?;
-                frames.push(data);
+                frames.held[frames.count] = data;
+                frames.count += 1;
+                frames.len = needed;
+                continue;
             }
-            Received::Buffer(out) => {
-                if needed + padding > out.capacity() {
-                    let capacity =
-                        (2 * out.capacity()).max(16 * 1024).clamp(needed, limit) + padding;
-                    grant
-                        .grow_to(capacity, deadline)
-                        .await
-                        .map_err(BodyError::Budget)?;
-                    out.reserve_exact(capacity - out.len());
-                }
-                out.extend_from_slice(&data);
-            }
+            // One frame too many: from here on the body is copied as it comes.
+            let mut out = Vec::new();
+            frames.copy_into(&mut out);
+            received = Received::Buffer(out);
         }
+        let Received::Buffer(out) = &mut received else {
+            unreachable!("frames were either held or turned into a buffer above")
+        };
+        if needed + padding > out.capacity() {
+            let capacity = (2 * out.capacity()).max(16 * 1024).clamp(needed, limit) + padding;
+            grant
+                .grow_to(capacity, deadline)
+                .await
+                .map_err(BodyError::Budget)?;
+            out.reserve_exact(capacity - out.len());
+        }
+        out.extend_from_slice(&data);
     }
     Ok(received)
 }
@@ -438,6 +451,9 @@ mod tests {
             .expect("the whole pool is free");
     }
 
+    /// What a held frame is charged besides its bytes in these tests.
+    const PIN: usize = 4 * 1024;
+
     async fn read(
         budget: &Budget,
         pool: Pool,
@@ -446,7 +462,8 @@ mod tests {
     ) -> (Result<Received, BodyError>, usize) {
         let mut grant = budget.grant(pool);
         let script = Script(steps.into_iter().collect());
-        let result = read_body(script, pool, &mut grant, limit, soon()).await;
+        let pin = (pool == Pool::Small).then_some(PIN);
+        let result = read_body(script, pin, &mut grant, limit, soon()).await;
         (result, grant.bytes())
     }
 
@@ -458,11 +475,28 @@ mod tests {
         let Ok(Received::Frames(frames)) = result else {
             panic!("{result:?}")
         };
-        assert_eq!((frames.len, frames.more.len()), (250_007, 2));
-        assert!((250_007..250_007 + 1024).contains(&held), "{held}");
+        assert_eq!((frames.len, frames.count), (250_007, 3));
+        // The bytes, and what each held frame may keep alive of hyper's buffer.
+        let charged = 250_007 + 3 * PIN;
+        assert!((charged..charged + 1024).contains(&held), "{held}");
         let mut body = Vec::new();
         frames.copy_into(&mut body);
         assert_eq!(body.len(), 250_007);
+        all_returned(&budget, &metrics).await;
+    }
+
+    #[tokio::test]
+    async fn a_small_body_in_many_frames_is_copied_as_it_comes() {
+        let (budget, metrics) = setup();
+        let steps = (0..MAX_FRAMES + 3).map(|_| Step::Data(1000));
+        let n = 1000 * (MAX_FRAMES + 3);
+        let (result, held) = read(&budget, Pool::Small, steps, n).await;
+        let Ok(Received::Buffer(body)) = result else {
+            panic!("{result:?}")
+        };
+        assert_eq!(body.len(), n);
+        assert!(body.iter().all(|&b| b == b' '));
+        assert!(held >= body.capacity(), "{held}");
         all_returned(&budget, &metrics).await;
     }
 
@@ -487,7 +521,7 @@ mod tests {
         let mut grant = budget.grant(Pool::Large);
         let script = Script([Step::Data(1000), Step::Stall].into_iter().collect());
         // Declares 7 MB and sends 1000 bytes, then nothing.
-        let read = read_body(script, Pool::Large, &mut grant, 7_000_000, soon());
+        let read = read_body(script, None, &mut grant, 7_000_000, soon());
         assert!(
             tokio::time::timeout(Duration::from_millis(20), read)
                 .await
@@ -496,13 +530,13 @@ mod tests {
         assert!(grant.bytes() <= 17 * 1024, "{}", grant.bytes());
         let mut small = budget.grant(Pool::Small);
         let script = Script([Step::Data(1000), Step::Stall].into_iter().collect());
-        let read = read_body(script, Pool::Small, &mut small, 200_000, soon());
+        let read = read_body(script, Some(PIN), &mut small, 200_000, soon());
         assert!(
             tokio::time::timeout(Duration::from_millis(20), read)
                 .await
                 .is_err()
         );
-        assert_eq!(small.bytes(), 1024);
+        assert_eq!(small.bytes(), 1024 + PIN);
         drop(small);
         drop(grant);
         all_returned(&budget, &metrics).await;
@@ -526,7 +560,7 @@ mod tests {
             let (result, held) = read(&budget, pool, steps, 100_000).await;
             assert!(matches!(result, Err(BodyError::TooLarge)), "{result:?}");
             assert!(
-                held < 100_000,
+                held < 100_000 + PIN,
                 "{pool:?}: stopped before taking the frame past the limit: {held}"
             );
         }
@@ -541,7 +575,7 @@ mod tests {
         let request = async {
             let mut grant = budget.grant(Pool::Large);
             let script = Script([Step::Data(300_000), Step::Stall].into_iter().collect());
-            read_body(script, Pool::Large, &mut grant, MIB, soon()).await
+            read_body(script, None, &mut grant, MIB, soon()).await
         };
         let mut request = Box::pin(request);
         tokio::select! {
