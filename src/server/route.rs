@@ -244,8 +244,9 @@ enum BodyError {
 }
 
 /// A small body is held as at most this many frames (the apiserver's few-KB reviews come in
-/// one, a 100 KB review in two or three); a body in more is copied as it comes from there on.
-const MAX_FRAMES: usize = 4;
+/// one; over TLS a frame is at most a 16 KiB record, so a 100 KB review comes in seven or so);
+/// a body in more is copied as it comes from there on.
+const MAX_FRAMES: usize = 8;
 
 /// The request body as it arrived over HTTP/1: hyper's frames, which are slices of the
 /// connection's read buffer, so holding them copies nothing, but keeps alive the buffer
