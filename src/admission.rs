@@ -412,7 +412,8 @@ pub fn review(
     review_blanking(webhook, actions, body, Some(original), out, started)
 }
 
-/// [`review`] parsing the whole body, `managedFields` included: for comparing with [`review`].
+/// [`review`] parsing the whole body, `managedFields` included: for a body whose bytes as sent
+/// are not kept (the server keeps them only for small HTTP/1 bodies), and to compare with.
 pub fn review_whole(
     webhook: Webhook,
     actions: Actions,
@@ -467,6 +468,7 @@ fn review_blanking(
             tape = tape.reset();
             body.clear();
             original(body);
+            debug_assert_eq!(body.len(), len, "the body as sent has the length it had");
             body.resize(len + simd_json::INPUT_PADDING, b' ');
             parsed = simd_json::fill_tape_padded(body, len, buffers, &mut tape);
         }

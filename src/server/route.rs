@@ -270,6 +270,9 @@ impl Frames {
 }
 
 /// A body as it arrived.
+// The frames' variant is larger (eight `Bytes`), but this lives in one request's future, and
+// boxing it would allocate on every request.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum Received {
     /// A small body over HTTP/1 (at most 256 KiB, in at most [`MAX_FRAMES`] frames): copied once
