@@ -155,10 +155,12 @@ impl App {
             Received::Buffer(mut body) => {
                 // A large body's parse takes several times its size (`budget::parse_cost`):
                 // held from here until the answer is written, when the parser's buffers are
-                // freed. With no frames kept, it is parsed whole.
-                let needed = body.capacity() + budget::parse_cost(&body);
-                if let Err(refused) = grant.grow_to(needed, deadline).await {
-                    return self.refused(refused);
+                // freed. With no frames kept, any such body is parsed whole.
+                if grant.pool() == Pool::Large {
+                    let needed = body.capacity() + budget::parse_cost(&body);
+                    if let Err(refused) = grant.grow_to(needed, deadline).await {
+                        return self.refused(refused);
+                    }
                 }
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     admission::review_whole(webhook, actions, &mut body, &mut out, started)
