@@ -230,6 +230,49 @@ async fn streams_beyond_the_limit_are_refused_and_open_ones_finish() {
     server.stop().await.unwrap();
 }
 
+/// A body in a thousand tiny DATA frames (over HTTP/2 the server copies it as it comes rather
+/// than hold its frames, see `route.rs`) is answered exactly as a whole parse answers it.
+#[tokio::test]
+async fn a_body_in_many_tiny_frames_gets_the_whole_parse_answer() {
+    let server = util::start_with(h2).await;
+    let (mut conn, _) = Conn::open(&server).await;
+    let body = fixture("mutate-create-kubectl-apply.json");
+    let mut expected = Vec::new();
+    memcached_webhook::admission::review_whole(
+        memcached_webhook::admission::Webhook::Mutate,
+        memcached_webhook::admission::Actions::DENY,
+        &mut body.clone(),
+        &mut expected,
+        std::time::Instant::now(),
+    )
+    .unwrap();
+    let mut request = frame(HEADERS, END_HEADERS, 1, &request_headers(true, MUTATE));
+    let (last, rest) = body.split_last().unwrap();
+    for byte in rest.chunks(2) {
+        request.extend(frame(DATA, 0, 1, byte));
+    }
+    request.extend(frame(DATA, END_STREAM, 1, std::slice::from_ref(last)));
+    conn.send(&request).await;
+    let mut answer = Vec::new();
+    loop {
+        let f = conn
+            .until(|f| f.kind == DATA || f.kind == RST_STREAM || f.kind == GOAWAY)
+            .await
+            .expect("an answer");
+        assert_eq!((f.kind, f.stream), (DATA, 1), "{f:?}");
+        answer.extend(&f.payload);
+        if f.flags & END_STREAM != 0 {
+            break;
+        }
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&answer),
+        String::from_utf8_lossy(&expected)
+    );
+    drop(conn);
+    server.stop().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_rapid_reset_flood_is_cut_off_while_others_are_served() {
     let server = util::start_with(h2).await;
