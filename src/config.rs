@@ -117,10 +117,19 @@ pub struct Config {
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(4 * 1024 * 1024..=1 << 40))]
     pub max_inflight_body_bytes: u64,
 
-    /// Open connections at most; further ones wait in the kernel's accept queue. Each costs
-    /// about 22 KiB (TLS and HTTP buffers) even when idle; the API server needs a few.
+    /// Connections past their TLS handshake's first bytes at most (a slot each: TLS and HTTP
+    /// buffers, about 22 KiB when idle). A newcomer that finds them all taken closes an idle
+    /// keep-alive (longest idle first), else one that has not completed a request (oldest
+    /// first); a request in service is never cut. Deadlines shrink as slots fill.
     #[arg(long, default_value_t = 256, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
+
+    /// Accepted connections that have not sent a byte yet (or wait for a slot) at most: each
+    /// holds only its socket and a small task. Past it the oldest is closed; accepting never
+    /// stops. Default: what the open-files limit (raised to its hard limit at startup) leaves
+    /// after --max-connections and 64, at most 16384.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_pre_handshake_connections: Option<u32>,
 
     /// With --enable-http2: concurrent streams per connection (0 would refuse every request).
     #[arg(long, default_value_t = 100, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]

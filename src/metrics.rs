@@ -132,6 +132,8 @@ pub struct Metrics {
     pub handshake_failures: Counter,
     pub handshake_timeouts: Counter,
     pub connections_open: Gauge,
+    /// Webhook connections by state, evictions, time over the eviction threshold (`server::slots`).
+    pub connections: Connections,
     /// Certificate reloads by result, and the served leaf's notAfter (Unix seconds: alert
     /// before it passes); the reloader updates them.
     pub certificates: crate::tls::reload::Stats,
@@ -139,6 +141,22 @@ pub struct Metrics {
     pub body_budget: BodyBudget,
     process: Process,
 }
+
+/// Connections on the webhook port by what they are doing, and what made room for new ones.
+#[derive(Debug, Default)]
+pub struct Connections {
+    /// Indexed by state: pre_handshake, handshaking, idle, active.
+    pub by_state: [Gauge; 4],
+    /// Indexed by reason: idle, incomplete, pre_handshake.
+    pub evictions: [Counter; 3],
+    /// Seconds during which a new connection found no free slot (or the pre-handshake ceiling).
+    pub pressure_seconds: Counter<f64, AtomicU64>,
+}
+
+/// The `state` labels of `memcached_webhook_connections`, in [`Connections::by_state`] order.
+pub const CONNECTION_STATES: [&str; 4] = ["pre_handshake", "handshaking", "idle", "active"];
+/// The `reason` labels of `memcached_webhook_connection_evictions_total`, in order.
+pub const EVICTION_REASONS: [&str; 3] = ["idle", "incomplete", "pre_handshake"];
 
 /// `--max-inflight-body-bytes`: how much is held, and how often requests waited or were refused.
 #[derive(Debug, Default)]
@@ -276,6 +294,33 @@ impl Metrics {
             connections_open.clone(),
         );
 
+        let states = Family::<Labels, Gauge>::default();
+        let evictions = Family::<Labels, Counter>::default();
+        let connections = Connections {
+            by_state: CONNECTION_STATES.map(|l| states.get_or_create(&vec![("state", l)]).clone()),
+            evictions: EVICTION_REASONS
+                .map(|l| evictions.get_or_create(&vec![("reason", l)]).clone()),
+            pressure_seconds: Counter::default(),
+        };
+        registry.register(
+            "memcached_webhook_connections",
+            "Webhook connections by state: pre_handshake (accepted, no slot and no TLS state yet), \
+             handshaking, idle (between requests), active (a request arriving or in service)",
+            states,
+        );
+        registry.register(
+            "memcached_webhook_connection_evictions",
+            "Connections closed to make room for new ones, by reason: idle (keep-alive between \
+             requests), incomplete (no request completed yet), pre_handshake (past its ceiling)",
+            evictions,
+        );
+        registry.register(
+            "memcached_webhook_connection_pressure_seconds",
+            "Seconds during which new connections found every slot taken or the pre-handshake \
+             ceiling reached (connections were being evicted)",
+            connections.pressure_seconds.clone(),
+        );
+
         let reloads = Family::<Labels, Counter>::default();
         let cert_reloads_ok = reloads.get_or_create(&vec![("result", "success")]).clone();
         let cert_reloads_failed = reloads.get_or_create(&vec![("result", "failure")]).clone();
@@ -352,6 +397,7 @@ impl Metrics {
             handshake_failures,
             handshake_timeouts,
             connections_open,
+            connections,
             certificates: crate::tls::reload::Stats {
                 reloads_ok: cert_reloads_ok,
                 reloads_failed: cert_reloads_failed,

@@ -1,11 +1,14 @@
 //! Listeners, connections and shutdown: the webhook port (TLS, HTTP/1.1 and optionally HTTP/2)
 //! and the plain-HTTP health port. Every wait on a client has a deadline and every input a cap
-//! (see [`conn`]); SIGTERM turns readiness off, stops accepting and drains within a bound.
+//! (see [`conn`]); accepting never waits for a slot (see [`admit`] for who gives way); SIGTERM
+//! turns readiness off, stops accepting and drains within a bound.
 
+mod admit;
 pub mod budget;
 mod conn;
 pub mod health;
 pub mod route;
+mod slots;
 
 use std::future::Future;
 use std::io;
@@ -15,9 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::Config;
@@ -189,8 +190,18 @@ pub async fn serve(
     let limits = Arc::new(conn::Limits::from(&config));
     let app = Arc::new(route::App::new(&config, state.metrics.clone()));
     let builder = Arc::new(http_builder(&config));
-    let graceful = GracefulShutdown::new();
-    let permits = Arc::new(Semaphore::new(config.max_connections as usize));
+    let fd_limit = slots::raise_fd_limit();
+    let pre_handshake_max = config.max_pre_handshake_connections.map_or_else(
+        || admit::pre_handshake_ceiling(fd_limit, config.max_connections),
+        |n| n as usize,
+    );
+    let slots = slots::Slots::new(
+        config.max_connections,
+        pre_handshake_max,
+        state.metrics.clone(),
+    );
+    // Every connection task watches this; the drain waits until all of them are gone.
+    let (drain, drained) = tokio::sync::watch::channel(false);
 
     let health = tokio::spawn(health::serve(listeners.health, state.clone()));
     let metrics = listeners
@@ -200,6 +211,9 @@ pub async fn serve(
     tracing::info!(
         webhook = %listeners.webhook.local_addr().map_err(|source| Error::Bind { flag: "--webhook-bind-address", addr: config.webhook_bind_address, source })?,
         http2 = config.enable_http2,
+        max_connections = config.max_connections,
+        pre_handshake_max,
+        fd_limit,
         "serving admission webhooks"
     );
 
@@ -218,20 +232,23 @@ pub async fn serve(
         app,
         limits,
         metrics: state.metrics.clone(),
+        slots: slots.clone(),
     });
+    let mut last_warning = None::<std::time::Instant>;
     loop {
-        let permit = tokio::select! {
-            () = &mut stop => break,
-            permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
-        };
         let (tcp, peer) = tokio::select! {
             () = &mut stop => break,
             accepted = listeners.webhook.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
-                    // EMFILE and friends: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    // EMFILE and friends: make room by closing the oldest connection that has
+                    // not sent a byte, and back off briefly instead of spinning.
+                    if last_warning.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(10)) {
+                        tracing::warn!(error = %e, "accept failed (logged at most every 10 s)");
+                        last_warning = Some(std::time::Instant::now());
+                    }
+                    slots.shed_oldest_pending();
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                     continue;
                 }
             },
@@ -239,18 +256,16 @@ pub async fn serve(
         // Without it, Nagle holds the first response behind rustls's session tickets until the
         // client's delayed ACK: ~40 ms on every new connection (measured in benches/latency.rs).
         let _ = tcp.set_nodelay(true);
-        let shared = shared.clone();
-        let watcher = graceful.watcher();
-        tokio::spawn(async move {
-            shared.run(tcp, peer, watcher).await;
-            drop(permit);
-        });
+        let ticket = slots.accepted();
+        tokio::spawn(shared.clone().run(tcp, peer, ticket, drained.clone()));
     }
 
     drop(listeners.webhook);
-    let open = graceful.count();
+    drop(drained);
+    let open = drain.receiver_count();
     tracing::info!(open, grace = ?config.shutdown_grace_period, "listener closed; draining connections");
-    if tokio::time::timeout(config.shutdown_grace_period, graceful.shutdown())
+    let _ = drain.send(true);
+    if tokio::time::timeout(config.shutdown_grace_period, drain.closed())
         .await
         .is_err()
     {

@@ -1,28 +1,36 @@
-//! One webhook connection: the TLS handshake under a deadline, then HTTP with two more
-//! deadlines hyper cannot tell apart on its own: a short one for a request's headers (from its
-//! first byte: slowloris) and a long one for an idle keep-alive (longer than the apiserver's
-//! 90 s pool, so the client always closes first).
+//! One webhook connection, in two stages. Until its first bytes arrive it holds only its
+//! socket and a small task (no slot, no TLS or HTTP state); then it takes a slot (`slots`),
+//! handshakes under a deadline, and serves HTTP with two more deadlines hyper cannot tell apart
+//! on its own: a short one for a request's headers (from its first byte: slowloris) and a long
+//! one for an idle keep-alive (longer than the apiserver's 90 s pool, so the client always
+//! closes first). All three shrink as slots fill (`admit::factor`).
 
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::Watcher;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, watch};
 use tokio_rustls::TlsAcceptor;
 
+use super::admit;
 use super::route::App;
+use super::slots::{Conn, Slots, Ticket};
 use crate::config::Config;
 
-/// The per-connection deadlines.
+/// How long an evicted connection between requests gets to close gracefully (an HTTP/2
+/// GOAWAY waits for the client's ping answer) before it is dropped.
+const EVICTION_GRACE: Duration = Duration::from_secs(1);
+
+/// The per-connection deadlines, as configured (before scaling).
 #[derive(Debug, Clone)]
 pub(crate) struct Limits {
     pub handshake: Duration,
@@ -52,13 +60,63 @@ pub(crate) struct Shared {
     pub app: Arc<App>,
     pub limits: Arc<Limits>,
     pub metrics: Arc<crate::metrics::Metrics>,
+    pub slots: Arc<Slots>,
 }
 
 impl Shared {
-    /// Serves one accepted TCP connection to its end, or until a deadline cuts it off.
-    pub async fn run(&self, tcp: tokio::net::TcpStream, peer: SocketAddr, watcher: Watcher) {
-        let tls = match tokio::time::timeout(self.limits.handshake, self.acceptor.accept(tcp)).await
-        {
+    /// Serves one accepted TCP connection to its end, or until a deadline, an eviction or the
+    /// drain cuts it off. This stage is kept small (its future is what every pre-handshake
+    /// connection costs): the TLS and HTTP stage is boxed and allocated only once bytes came.
+    pub async fn run(
+        self: Arc<Self>,
+        tcp: TcpStream,
+        peer: SocketAddr,
+        (ticket, factor): (Ticket, f64),
+        mut drain: watch::Receiver<bool>,
+    ) {
+        let deadline = tokio::time::Instant::now() + admit::scaled(self.limits.handshake, factor);
+        let conn = ticket.0.clone();
+        let permit = tokio::select! {
+            permit = async {
+                tcp.readable().await.ok()?;
+                Some(self.slots.take(&ticket).await)
+            } => permit,
+            () = tokio::time::sleep_until(deadline) => {
+                tracing::debug!(%peer, "no TLS handshake before the deadline");
+                self.metrics.handshake_timeouts.inc();
+                None
+            }
+            () = conn.evict.notified() => {
+                tracing::debug!(%peer, "closed before its handshake to make room");
+                None
+            }
+            _ = drain.wait_for(|d| *d) => None,
+        };
+        let Some(permit) = permit else {
+            return;
+        };
+        Box::pin(self.serve(tcp, peer, ticket, permit, drain)).await;
+    }
+
+    /// The TLS handshake and HTTP, holding a slot.
+    async fn serve(
+        &self,
+        tcp: TcpStream,
+        peer: SocketAddr,
+        ticket: Ticket,
+        _permit: OwnedSemaphorePermit,
+        mut drain: watch::Receiver<bool>,
+    ) {
+        let conn = ticket.0.clone();
+        let timeout = admit::scaled(self.limits.handshake, self.slots.factor());
+        let tls = tokio::select! {
+            tls = tokio::time::timeout(timeout, self.acceptor.accept(tcp)) => tls,
+            () = conn.evict.notified() => {
+                tracing::debug!(%peer, "closed in its handshake to make room");
+                return;
+            }
+        };
+        let tls = match tls {
             Ok(Ok(tls)) => tls,
             Ok(Err(e)) => {
                 tracing::debug!(%peer, error = %e, "TLS handshake failed");
@@ -71,18 +129,18 @@ impl Shared {
                 return;
             }
         };
+        conn.handshake_done();
         self.metrics.connections_open.inc();
         let _open = Open(&self.metrics.connections_open);
         // HTTP/2 clients send frames (pings, window updates) between requests: only HTTP/1 bytes
         // on an idle connection mean a request has started.
         let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-        let activity = Arc::new(Activity::new(!h2));
         let io = TokioIo::new(Tracked {
             inner: tls,
-            activity: activity.clone(),
+            conn: (!h2).then(|| conn.clone()),
         });
         let app = self.app.clone();
-        let in_service = activity.clone();
+        let in_service = conn.clone();
         let service = service_fn(move |req| {
             let app = app.clone();
             let busy = in_service.begin();
@@ -92,104 +150,53 @@ impl Shared {
                 Ok::<_, Infallible>(response)
             }
         });
-        let conn = watcher.watch(self.builder.serve_connection(io, service));
-        let mut conn = std::pin::pin!(conn);
+        let http = self.builder.serve_connection(io, service);
+        let mut http = std::pin::pin!(http);
+        let (mut draining, mut evicted) = (false, None::<Instant>);
         loop {
             tokio::select! {
-                result = &mut conn => {
+                result = http.as_mut() => {
                     if let Err(e) = result {
                         tracing::debug!(%peer, error = %e, "connection ended with an error");
                     }
                     return;
                 }
                 () = tokio::time::sleep(self.limits.tick) => {
-                    if let Some(why) = activity.expired(&self.limits) {
+                    if evicted.is_some_and(|at| at.elapsed() >= EVICTION_GRACE) && !conn.in_service() {
+                        tracing::debug!(%peer, "evicted connection did not close in time");
+                        return;
+                    }
+                    let why = conn.expired(self.limits.headers, self.limits.idle, self.slots.factor());
+                    if let Some(why) = why {
                         tracing::debug!(%peer, why, "closing connection");
                         return;
                     }
+                }
+                () = conn.evict.notified(), if evicted.is_none() => {
+                    // Between requests, or with a request in service: a graceful close (HTTP/1
+                    // closes once the answer is out, HTTP/2 sends GOAWAY). Otherwise (no request
+                    // completed yet, or a head still arriving) it is simply closed.
+                    if !conn.worth_keeping() {
+                        tracing::debug!(%peer, "closed to make room");
+                        return;
+                    }
+                    tracing::debug!(%peer, "closing gracefully to make room");
+                    http.as_mut().graceful_shutdown();
+                    evicted = Some(Instant::now());
+                }
+                _ = drain.wait_for(|d| *d), if !draining => {
+                    draining = true;
+                    http.as_mut().graceful_shutdown();
                 }
             }
         }
     }
 }
 
-/// What the connection is doing, updated by the I/O wrapper and the service.
-#[derive(Debug)]
-struct Activity {
-    epoch: Instant,
-    track_headers: bool,
-    /// Requests being served.
-    in_flight: AtomicUsize,
-    /// Bytes of a new request have arrived since the connection last went idle.
-    reading: AtomicBool,
-    /// Milliseconds since `epoch` when the current phase (idle or reading) began.
-    since: AtomicU64,
-}
-
-impl Activity {
-    /// A new connection starts idle, not on the header deadline: Go's http.Transport (the
-    /// apiserver's client) parks a freshly dialed connection unused when another became free
-    /// first, and closing it early would race the client's reuse of it.
-    fn new(track_headers: bool) -> Self {
-        Activity {
-            epoch: Instant::now(),
-            track_headers,
-            in_flight: AtomicUsize::new(0),
-            reading: AtomicBool::new(false),
-            since: AtomicU64::new(0),
-        }
-    }
-
-    fn now(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
-
-    fn on_read(&self) {
-        if self.track_headers
-            && self.in_flight.load(Ordering::Acquire) == 0
-            && !self.reading.swap(true, Ordering::AcqRel)
-        {
-            self.since.store(self.now(), Ordering::Release);
-        }
-    }
-
-    fn begin(self: &Arc<Self>) -> Busy {
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
-        self.reading.store(false, Ordering::Release);
-        Busy(self.clone())
-    }
-
-    /// Why the connection should be closed now, if it should.
-    fn expired(&self, limits: &Limits) -> Option<&'static str> {
-        if self.in_flight.load(Ordering::Acquire) > 0 {
-            return None;
-        }
-        let elapsed = Duration::from_millis(
-            self.now()
-                .saturating_sub(self.since.load(Ordering::Acquire)),
-        );
-        if self.reading.load(Ordering::Acquire) {
-            (elapsed >= limits.headers).then_some("request headers not received in time")
-        } else {
-            (elapsed >= limits.idle).then_some("idle keep-alive timeout")
-        }
-    }
-}
-
-/// Marks a request in service; dropping it starts the idle clock.
-struct Busy(Arc<Activity>);
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        self.0.since.store(self.0.now(), Ordering::Release);
-        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// The TLS stream, reporting reads to [`Activity`].
+/// The TLS stream, reporting HTTP/1 reads to its connection's state.
 struct Tracked<S> {
     inner: S,
-    activity: Arc<Activity>,
+    conn: Option<Arc<Conn>>,
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
@@ -200,8 +207,10 @@ impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let result = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if buf.filled().len() > before {
-            self.activity.on_read();
+        if buf.filled().len() > before
+            && let Some(conn) = &self.conn
+        {
+            conn.on_read();
         }
         result
     }

@@ -1,0 +1,327 @@
+//! Which connection gives way when the webhook port runs short, and how its deadlines shrink
+//! as it fills: the policy, as plain functions over what a connection is doing. `slots` applies
+//! it; nothing here touches a socket.
+//!
+//! The order is by worth to the API server, as Envoy's overload manager and nginx do it, not
+//! first come first served: a connection in the middle of a review is never cut; an idle
+//! keep-alive goes first (longest idle first), then one that has not completed a request
+//! (oldest first). A connection that has sent no byte holds no slot at all; past its own
+//! ceiling the oldest such connection is closed.
+
+use std::time::{Duration, Instant};
+
+/// What a connection is doing (the `state` label of `memcached_webhook_connections`, with
+/// `Reading` and `Busy` both shown as `active`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Phase {
+    /// Accepted, no slot: waiting for its first bytes, or for a slot after them.
+    PreHandshake = 0,
+    /// In a slot, in the TLS handshake.
+    Handshaking = 1,
+    /// Between requests (or before the first one).
+    Idle = 2,
+    /// An HTTP/1 request head is arriving: not yet a request in service.
+    Reading = 3,
+    /// At least one request in service (its body may still be arriving).
+    Busy = 4,
+}
+
+impl Phase {
+    pub(crate) fn from_u8(v: u8) -> Phase {
+        match v {
+            0 => Phase::PreHandshake,
+            1 => Phase::Handshaking,
+            2 => Phase::Idle,
+            3 => Phase::Reading,
+            _ => Phase::Busy,
+        }
+    }
+}
+
+/// Why a connection was closed to make room (the `reason` label of
+/// `memcached_webhook_connection_evictions_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Reason {
+    /// A keep-alive connection between requests, after at least one answered request.
+    Idle = 0,
+    /// A connection in a slot that has not completed a request: handshaking, never sent one,
+    /// or a request head still arriving.
+    Incomplete = 1,
+    /// Past `--max-pre-handshake-connections`: no slot, no TLS state.
+    PreHandshake = 2,
+}
+
+/// What the policy sees of a connection holding a slot. Times are milliseconds on one clock.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Candidate {
+    pub phase: Phase,
+    /// Requests in service: never cut while there are any.
+    pub in_flight: usize,
+    /// It has answered a request: an idle keep-alive rather than an incomplete connection.
+    pub completed: bool,
+    pub accepted_ms: u64,
+    /// When the current phase began.
+    pub since_ms: u64,
+    /// Already told to go: not chosen twice.
+    pub evicting: bool,
+}
+
+/// The eviction order: `None` for a connection that is never cut to make room; otherwise lower
+/// goes first (idle before incomplete, then the earlier time).
+fn rank(c: &Candidate) -> Option<(Reason, u64)> {
+    if c.evicting || c.in_flight > 0 {
+        return None;
+    }
+    match c.phase {
+        Phase::Busy | Phase::PreHandshake => None,
+        Phase::Idle if c.completed => Some((Reason::Idle, c.since_ms)),
+        // A head arriving after answered requests: as old as the head.
+        Phase::Reading if c.completed => Some((Reason::Incomplete, c.since_ms)),
+        Phase::Handshaking | Phase::Idle | Phase::Reading => {
+            Some((Reason::Incomplete, c.accepted_ms))
+        }
+    }
+}
+
+/// The connection to close so a new one gets a slot, and why; `None` when every slot holds a
+/// request in service (or one already closing), and the newcomer must wait.
+pub(crate) fn victim<K>(
+    candidates: impl IntoIterator<Item = (K, Candidate)>,
+) -> Option<(K, Reason)> {
+    candidates
+        .into_iter()
+        .filter_map(|(k, c)| rank(&c).map(|r| (k, r)))
+        .min_by_key(|(_, r)| *r)
+        .map(|(k, (reason, _))| (k, reason))
+}
+
+/// Occupancy (0 to 1) above which deadlines start to shrink.
+pub(crate) const SHRINK_FROM: f64 = 0.5;
+/// Deadlines at full occupancy, as a fraction of the configured ones.
+pub(crate) const SHRINK_TO: f64 = 0.1;
+/// No deadline shrinks below this (or below its configured value, if that is lower): a TLS
+/// handshake and a request head take milliseconds, an apiserver under load may take longer.
+pub(crate) const FLOOR: Duration = Duration::from_secs(1);
+
+/// Envoy's `reduce_timeouts`: 1 up to [`SHRINK_FROM`] occupancy, then linearly down to
+/// [`SHRINK_TO`] when every slot is taken; back up as occupancy falls.
+pub(crate) fn factor(occupancy: f64) -> f64 {
+    let o = occupancy.clamp(0.0, 1.0);
+    if o <= SHRINK_FROM {
+        1.0
+    } else {
+        1.0 - (1.0 - SHRINK_TO) * (o - SHRINK_FROM) / (1.0 - SHRINK_FROM)
+    }
+}
+
+/// A configured deadline at `factor`, never below [`FLOOR`] unless configured lower.
+pub(crate) fn scaled(configured: Duration, factor: f64) -> Duration {
+    configured
+        .mul_f64(factor.clamp(SHRINK_TO, 1.0))
+        .max(FLOOR.min(configured))
+}
+
+/// File descriptors kept out of the pre-handshake ceiling: listeners, the certificate watch,
+/// /proc reads for metrics, the health and metrics ports' connections.
+pub(crate) const FD_RESERVE: u64 = 64;
+/// The default ceiling's upper bound, for memory: each such connection costs well under a KiB
+/// (README, "Memory"), so this is a few MiB at most.
+pub(crate) const PRE_HANDSHAKE_CAP: u64 = 16_384;
+
+/// `--max-pre-handshake-connections` when not given: what the descriptor limit leaves after
+/// the slots and a reserve, at most [`PRE_HANDSHAKE_CAP`], at least 1.
+pub(crate) fn pre_handshake_ceiling(fd_limit: u64, max_connections: u32) -> usize {
+    let left = fd_limit.saturating_sub(u64::from(max_connections) + FD_RESERVE);
+    usize::try_from(left.clamp(1, PRE_HANDSHAKE_CAP)).unwrap_or(1)
+}
+
+/// How long slots must stay available before an eviction episode counts as over: the log
+/// says "started" and "stopped" at most once per this.
+pub(crate) const QUIET: Duration = Duration::from_secs(10);
+
+/// One stretch of time over the eviction threshold (a newcomer found no free slot, or the
+/// pre-handshake ceiling was reached), for the pressure counter and the two log lines.
+#[derive(Debug)]
+pub(crate) struct Episode {
+    started: Option<Instant>,
+    /// The latest shortage.
+    last: Instant,
+    /// Pressure seconds already counted up to here.
+    counted: Instant,
+}
+
+/// What [`Episode::tick`] found.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Tick {
+    /// Seconds over the threshold since the last tick.
+    pub seconds: f64,
+    /// Set when the episode ended: how long it lasted, to its last shortage.
+    pub ended: Option<Duration>,
+}
+
+impl Episode {
+    pub(crate) fn new(now: Instant) -> Self {
+        Episode {
+            started: None,
+            last: now,
+            counted: now,
+        }
+    }
+
+    /// A shortage now; true when it starts an episode (log it, start ticking).
+    pub(crate) fn short(&mut self, now: Instant) -> bool {
+        self.last = now;
+        if self.started.is_some() {
+            return false;
+        }
+        self.started = Some(now);
+        self.counted = now;
+        true
+    }
+
+    /// Called every second or so while active: the seconds to add, and whether it ended.
+    pub(crate) fn tick(&mut self, now: Instant) -> Tick {
+        let Some(started) = self.started else {
+            return Tick {
+                seconds: 0.0,
+                ended: None,
+            };
+        };
+        let seconds = self
+            .last
+            .saturating_duration_since(self.counted)
+            .as_secs_f64();
+        self.counted = self.counted.max(self.last);
+        let ended = (now.saturating_duration_since(self.last) >= QUIET).then(|| {
+            self.started = None;
+            self.last.saturating_duration_since(started)
+        });
+        Tick { seconds, ended }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn(phase: Phase, completed: bool, accepted_ms: u64, since_ms: u64) -> Candidate {
+        Candidate {
+            phase,
+            in_flight: usize::from(phase == Phase::Busy),
+            completed,
+            accepted_ms,
+            since_ms,
+            evicting: false,
+        }
+    }
+
+    #[test]
+    fn the_longest_idle_keep_alive_goes_first() {
+        let slots = [
+            ("handshaking", conn(Phase::Handshaking, false, 1, 1)),
+            ("idle since 50", conn(Phase::Idle, true, 2, 50)),
+            ("idle since 20", conn(Phase::Idle, true, 30, 20)),
+            ("busy", conn(Phase::Busy, true, 0, 0)),
+        ];
+        assert_eq!(victim(slots), Some(("idle since 20", Reason::Idle)));
+    }
+
+    #[test]
+    fn then_the_oldest_connection_without_a_completed_request() {
+        let slots = [
+            ("fresh, no request yet", conn(Phase::Idle, false, 40, 45)),
+            (
+                "slow head, first request",
+                conn(Phase::Reading, false, 10, 90),
+            ),
+            ("handshaking", conn(Phase::Handshaking, false, 20, 20)),
+            ("busy", conn(Phase::Busy, false, 0, 0)),
+        ];
+        assert_eq!(
+            victim(slots),
+            Some(("slow head, first request", Reason::Incomplete))
+        );
+        // A head trickling in after answered requests is as old as the head.
+        let slots = [
+            ("handshaking", conn(Phase::Handshaking, false, 20, 20)),
+            ("slow second head", conn(Phase::Reading, true, 0, 5)),
+        ];
+        assert_eq!(
+            victim(slots),
+            Some(("slow second head", Reason::Incomplete))
+        );
+    }
+
+    #[test]
+    fn a_request_in_service_is_never_cut_and_no_one_is_told_twice() {
+        let mut idle_with_stream = conn(Phase::Idle, true, 0, 0);
+        idle_with_stream.in_flight = 1; // an HTTP/2 stream racing the phase change
+        let mut closing = conn(Phase::Idle, true, 0, 0);
+        closing.evicting = true;
+        let slots = [
+            (1, conn(Phase::Busy, false, 0, 0)),
+            (2, idle_with_stream),
+            (3, closing),
+        ];
+        assert_eq!(victim(slots), None);
+        assert_eq!(victim(Vec::<(u8, Candidate)>::new()), None);
+    }
+
+    #[test]
+    fn reasons_index_the_metric_s_labels() {
+        let labels = crate::metrics::EVICTION_REASONS;
+        assert_eq!(labels[Reason::Idle as usize], "idle");
+        assert_eq!(labels[Reason::Incomplete as usize], "incomplete");
+        assert_eq!(labels[Reason::PreHandshake as usize], "pre_handshake");
+    }
+
+    #[test]
+    fn deadlines_shrink_with_occupancy_and_come_back() {
+        let handshake = Duration::from_secs(10);
+        assert_eq!(scaled(handshake, factor(0.0)), handshake);
+        assert_eq!(scaled(handshake, factor(SHRINK_FROM)), handshake);
+        let at_75 = scaled(handshake, factor(0.75));
+        assert!(
+            at_75 < handshake && at_75 > Duration::from_secs(1),
+            "{at_75:?}"
+        );
+        assert_eq!(scaled(handshake, factor(1.0)), Duration::from_secs(1));
+        assert_eq!(
+            scaled(Duration::from_secs(120), factor(1.0)),
+            Duration::from_secs(12)
+        );
+        // Falling occupancy gives the configured value back.
+        assert_eq!(scaled(handshake, factor(0.2)), handshake);
+        // Never below the floor, nor above what was configured when that is lower.
+        assert_eq!(scaled(Duration::from_secs(2), factor(1.0)), FLOOR);
+        let short = Duration::from_millis(300);
+        assert_eq!(scaled(short, factor(1.0)), short);
+        assert!(factor(0.9) < factor(0.6));
+    }
+
+    #[test]
+    fn the_pre_handshake_ceiling_follows_the_descriptor_limit() {
+        assert_eq!(pre_handshake_ceiling(1024, 256), 1024 - 256 - 64);
+        assert_eq!(pre_handshake_ceiling(1 << 20, 256), 16_384);
+        assert_eq!(pre_handshake_ceiling(100, 256), 1);
+    }
+
+    #[test]
+    fn an_episode_counts_seconds_to_its_last_shortage_and_ends_after_a_quiet_spell() {
+        let t0 = Instant::now();
+        let s = |n: u64| t0 + Duration::from_secs(n);
+        let mut e = Episode::new(t0);
+        assert!(e.short(s(1)), "the first shortage starts an episode");
+        assert!(!e.short(s(3)), "later ones do not start another");
+        let tick = e.tick(s(4));
+        assert_eq!((tick.seconds, tick.ended), (2.0, None));
+        assert!(!e.short(s(5)));
+        let tick = e.tick(s(6));
+        assert_eq!((tick.seconds, tick.ended), (2.0, None));
+        let tick = e.tick(s(5) + QUIET);
+        assert_eq!(tick.seconds, 0.0);
+        assert_eq!(tick.ended, Some(Duration::from_secs(4)));
+        assert!(e.short(s(30)), "a new shortage starts a new episode");
+    }
+}

@@ -1,0 +1,386 @@
+//! The webhook port's connections by what they are doing: a registry of the pre-handshake ones
+//! (no slot) and of those holding one of the `--max-connections` slots, applying `admit`'s
+//! policy when a newcomer needs room, and keeping the state gauges, eviction counters and
+//! pressure episodes of `metrics::Connections`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+
+use super::admit::{self, Candidate, Episode, Phase, Reason};
+use crate::metrics::Connections;
+
+/// `Conn::phase` once its task has ended: no further gauge moves.
+const CLOSED: u8 = u8::MAX;
+
+/// How long a newcomer waits for the slot its eviction frees before it looks again.
+const RECHECK: Duration = Duration::from_millis(50);
+
+/// Every connection on the webhook port.
+pub(crate) struct Slots {
+    epoch: Instant,
+    permits: Arc<Semaphore>,
+    capacity: usize,
+    pre_handshake_max: usize,
+    next_id: AtomicU64,
+    /// Accepted, no slot yet; ordered by acceptance, so the first is the oldest.
+    pending: Mutex<BTreeMap<u64, Arc<Conn>>>,
+    /// Holding a slot.
+    held: Mutex<HashMap<u64, Arc<Conn>>>,
+    episode: Mutex<Episode>,
+    metrics: Arc<crate::metrics::Metrics>,
+}
+
+/// One connection's state, shared by its task, its I/O wrapper and the registry.
+pub(crate) struct Conn {
+    id: u64,
+    accepted_ms: u64,
+    phase: AtomicU8,
+    /// Requests in service.
+    in_flight: AtomicUsize,
+    completed: AtomicBool,
+    /// Milliseconds since the registry's epoch when the current phase began.
+    since: AtomicU64,
+    evicting: AtomicBool,
+    /// Told to go (a notification is kept until the task looks).
+    pub evict: Notify,
+    slots: Arc<Slots>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Raises the soft open-files limit to the hard one (as Go's runtime does at startup) and
+/// returns the soft limit in force: every accepted connection is a descriptor.
+pub(crate) fn raise_fd_limit() -> u64 {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let current = limit.current.unwrap_or(u64::MAX);
+    if let Some(maximum) = limit.maximum
+        && maximum > current
+        && setrlimit(
+            Resource::Nofile,
+            rustix::process::Rlimit {
+                current: Some(maximum),
+                maximum: Some(maximum),
+            },
+        )
+        .is_ok()
+    {
+        return maximum;
+    }
+    current
+}
+
+impl Slots {
+    pub(crate) fn new(
+        capacity: u32,
+        pre_handshake_max: usize,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> Arc<Slots> {
+        let now = Instant::now();
+        Arc::new(Slots {
+            epoch: now,
+            permits: Arc::new(Semaphore::new(capacity as usize)),
+            capacity: capacity as usize,
+            pre_handshake_max,
+            next_id: AtomicU64::new(0),
+            pending: Mutex::new(BTreeMap::new()),
+            held: Mutex::new(HashMap::new()),
+            episode: Mutex::new(Episode::new(now)),
+            metrics,
+        })
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn gauges(&self) -> &Connections {
+        &self.metrics.connections
+    }
+
+    /// The deadline factor for connections in slots ([`admit::factor`] of their occupancy).
+    pub(crate) fn factor(&self) -> f64 {
+        let used = self.capacity - self.permits.available_permits().min(self.capacity);
+        admit::factor(used as f64 / self.capacity as f64)
+    }
+
+    /// Registers a just-accepted connection, closing the oldest pre-handshake one when the
+    /// ceiling is reached. Returns it with the deadline factor for its first bytes.
+    pub(crate) fn accepted(self: &Arc<Self>) -> (Ticket, f64) {
+        let conn = Arc::new(Conn {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            accepted_ms: self.now_ms(),
+            phase: AtomicU8::new(Phase::PreHandshake as u8),
+            in_flight: AtomicUsize::new(0),
+            completed: AtomicBool::new(false),
+            since: AtomicU64::new(0),
+            evicting: AtomicBool::new(false),
+            evict: Notify::new(),
+            slots: self.clone(),
+        });
+        self.gauges().by_state[Phase::PreHandshake as usize].inc();
+        let mut pending = lock(&self.pending);
+        let mut evicted = false;
+        while pending.len() >= self.pre_handshake_max {
+            let Some((_, oldest)) = pending.pop_first() else {
+                break;
+            };
+            oldest.tell(Reason::PreHandshake);
+            evicted = true;
+        }
+        pending.insert(conn.id, conn.clone());
+        let occupancy = pending.len() as f64 / self.pre_handshake_max as f64;
+        drop(pending);
+        if evicted {
+            self.short();
+        }
+        (Ticket(conn), admit::factor(occupancy))
+    }
+
+    /// Closes the oldest pre-handshake connection: what `accept` does when it runs out of
+    /// descriptors instead of waiting.
+    pub(crate) fn shed_oldest_pending(self: &Arc<Self>) {
+        let oldest = lock(&self.pending).pop_first();
+        if let Some((_, oldest)) = oldest {
+            oldest.tell(Reason::PreHandshake);
+            self.short();
+        }
+    }
+
+    /// A slot for `ticket`'s connection, closing another one to free it when none is: resolves
+    /// when one is free (the caller bounds the wait). The connection is then `Handshaking`.
+    pub(crate) async fn take(self: &Arc<Self>, ticket: &Ticket) -> OwnedSemaphorePermit {
+        let permit = loop {
+            if let Ok(permit) = self.permits.clone().try_acquire_owned() {
+                break permit;
+            }
+            self.evict_one();
+            if let Ok(Ok(permit)) =
+                tokio::time::timeout(RECHECK, self.permits.clone().acquire_owned()).await
+            {
+                break permit;
+            }
+        };
+        let conn = &ticket.0;
+        lock(&self.pending).remove(&conn.id);
+        lock(&self.held).insert(conn.id, conn.clone());
+        conn.enter(Phase::Handshaking);
+        permit
+    }
+
+    /// Tells the least useful connection in a slot to go (`admit::victim`), if any may.
+    fn evict_one(self: &Arc<Self>) {
+        let held = lock(&self.held);
+        let chosen = admit::victim(held.values().map(|c| (c, c.candidate())));
+        if let Some((conn, reason)) = chosen {
+            conn.tell(reason);
+        }
+        drop(held);
+        self.short();
+    }
+
+    /// A newcomer found no room: starts (and logs) a pressure episode if none is running.
+    fn short(self: &Arc<Self>) {
+        if !lock(&self.episode).short(Instant::now()) {
+            return;
+        }
+        tracing::warn!(
+            slots = self.capacity,
+            pre_handshake_max = self.pre_handshake_max,
+            "webhook connections at their limit: closing idle and incomplete connections to \
+             admit new ones (requests in service are never cut)"
+        );
+        let slots = self.clone();
+        tokio::spawn(async move {
+            let before = slots.gauges().evictions.clone().map(|c| c.get());
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let tick = lock(&slots.episode).tick(Instant::now());
+                slots.gauges().pressure_seconds.inc_by(tick.seconds);
+                if let Some(lasted) = tick.ended {
+                    let after = slots.gauges().evictions.clone().map(|c| c.get());
+                    let n = |r: Reason| after[r as usize] - before[r as usize];
+                    tracing::info!(
+                        lasted = ?lasted,
+                        idle = n(Reason::Idle),
+                        incomplete = n(Reason::Incomplete),
+                        pre_handshake = n(Reason::PreHandshake),
+                        "webhook connections below their limit again: evictions stopped"
+                    );
+                    return;
+                }
+            }
+        });
+    }
+}
+
+impl Conn {
+    fn now_ms(&self) -> u64 {
+        self.slots.now_ms()
+    }
+
+    fn phase(&self) -> Phase {
+        Phase::from_u8(self.phase.load(Ordering::Acquire))
+    }
+
+    fn candidate(&self) -> Candidate {
+        Candidate {
+            phase: self.phase(),
+            in_flight: self.in_flight.load(Ordering::Acquire),
+            completed: self.completed.load(Ordering::Acquire),
+            accepted_ms: self.accepted_ms,
+            since_ms: self.since.load(Ordering::Acquire),
+            evicting: self.evicting.load(Ordering::Acquire),
+        }
+    }
+
+    fn tell(&self, reason: Reason) {
+        self.evicting.store(true, Ordering::Release);
+        self.evict.notify_one();
+        self.slots.gauges().evictions[reason as usize].inc();
+    }
+
+    /// Moves to `to`, keeping the state gauges in step; nothing once closed (an HTTP/2
+    /// stream's task may outlive its connection's).
+    fn enter(&self, to: Phase) {
+        let mut from = self.phase.load(Ordering::Acquire);
+        loop {
+            if from == CLOSED {
+                return;
+            }
+            match self
+                .phase
+                .compare_exchange(from, to as u8, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
+                Err(actual) => from = actual,
+            }
+        }
+        let (from, to) = (gauge(Phase::from_u8(from)), gauge(to));
+        if from != to {
+            let gauges = &self.slots.gauges().by_state;
+            gauges[from].dec();
+            gauges[to].inc();
+        }
+    }
+
+    /// The handshake is done: idle until the first request (not on the header deadline: Go's
+    /// http.Transport, the apiserver's client, parks a freshly dialed connection unused when
+    /// another became free first, and closing it early would race the client's reuse of it).
+    pub(crate) fn handshake_done(&self) {
+        self.since.store(self.now_ms(), Ordering::Release);
+        self.enter(Phase::Idle);
+    }
+
+    /// Bytes arrived: on an idle HTTP/1 connection they start a request head.
+    pub(crate) fn on_read(&self) {
+        if self.in_flight.load(Ordering::Acquire) == 0
+            && self
+                .phase
+                .compare_exchange(
+                    Phase::Idle as u8,
+                    Phase::Reading as u8,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok()
+        {
+            self.since.store(self.now_ms(), Ordering::Release);
+            let gauges = &self.slots.gauges().by_state;
+            gauges[gauge(Phase::Idle)].dec();
+            gauges[gauge(Phase::Reading)].inc();
+        }
+    }
+
+    /// A request enters service; dropping the guard ends it and starts the idle clock.
+    pub(crate) fn begin(self: &Arc<Self>) -> Busy {
+        if self.in_flight.fetch_add(1, Ordering::AcqRel) == 0 {
+            self.enter(Phase::Busy);
+        }
+        Busy(self.clone())
+    }
+
+    /// Requests in service or a head arriving: what eviction turns into a graceful close
+    /// (after the answer) rather than a cut.
+    pub(crate) fn worth_keeping(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) > 0
+            || (self.phase() == Phase::Idle && self.completed.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn in_service(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) > 0
+    }
+
+    /// Why the connection should be closed now, if it should: the header deadline for a head
+    /// that is arriving, the idle one between requests, both scaled by `factor`.
+    pub(crate) fn expired(
+        &self,
+        headers: Duration,
+        idle: Duration,
+        factor: f64,
+    ) -> Option<&'static str> {
+        if self.in_service() {
+            return None;
+        }
+        let elapsed = Duration::from_millis(
+            self.now_ms()
+                .saturating_sub(self.since.load(Ordering::Acquire)),
+        );
+        match self.phase() {
+            Phase::Reading => (elapsed >= admit::scaled(headers, factor))
+                .then_some("request headers not received in time"),
+            Phase::Idle => {
+                (elapsed >= admit::scaled(idle, factor)).then_some("idle keep-alive timeout")
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The gauge index of a phase: `Reading` and `Busy` are both `active`.
+fn gauge(phase: Phase) -> usize {
+    match phase {
+        Phase::PreHandshake => 0,
+        Phase::Handshaking => 1,
+        Phase::Idle => 2,
+        Phase::Reading | Phase::Busy => 3,
+    }
+}
+
+/// Marks a request in service; dropping it starts the idle clock.
+pub(crate) struct Busy(Arc<Conn>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let conn = &self.0;
+        conn.since.store(conn.now_ms(), Ordering::Release);
+        conn.completed.store(true, Ordering::Release);
+        if conn.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            conn.enter(Phase::Idle);
+        }
+    }
+}
+
+/// A connection's place in the registry, held by its task: dropping it (however the task
+/// ends) removes the connection and its count.
+pub(crate) struct Ticket(pub Arc<Conn>);
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let conn = &self.0;
+        let slots = &conn.slots;
+        let phase = Phase::from_u8(conn.phase.swap(CLOSED, Ordering::AcqRel));
+        if phase == Phase::PreHandshake {
+            lock(&slots.pending).remove(&conn.id);
+        } else {
+            lock(&slots.held).remove(&conn.id);
+        }
+        slots.gauges().by_state[gauge(phase)].dec();
+    }
+}
