@@ -8,6 +8,9 @@ mod util;
 mod check;
 /// The binary itself: flags, --help, --version, startup errors.
 mod cli;
+/// More connections than --max-connections, held in each hostile way: a well-behaved client is
+/// answered meanwhile, and a review in service is never cut to make room.
+mod connections;
 /// The defaulting property test against an independent reference.
 mod defaulting;
 /// Misbehaving clients are cut off on time while others are served.

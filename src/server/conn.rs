@@ -78,7 +78,9 @@ impl Shared {
         let conn = ticket.0.clone();
         let permit = tokio::select! {
             permit = async {
-                tcp.readable().await.ok()?;
+                // Not `readable()`, which may wake without data (tokio says so): a peek waits for
+                // a byte, or the end (then the handshake fails at once).
+                tcp.peek(&mut [0u8; 1]).await.ok()?;
                 Some(self.slots.take(&ticket).await)
             } => permit,
             () = tokio::time::sleep_until(deadline) => {

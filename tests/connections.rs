@@ -1,0 +1,205 @@
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+
+use crate::util::{self, MUTATE, TestServer, fixture};
+
+/// Slots under test: every flood below holds twice as many connections or more.
+const SLOTS: u32 = 8;
+/// Connections without a byte sent (or a slot) at most.
+const PRE_HANDSHAKE: u32 = 16;
+/// "Answered at all": generous, so a loaded machine does not fail the test.
+const ANSWERED_WITHIN: Duration = Duration::from_secs(20);
+
+/// Deadlines far longer than the test: only evictions can make room.
+async fn start() -> TestServer {
+    util::start_with(|c| {
+        c.max_connections = SLOTS;
+        c.max_pre_handshake_connections = Some(PRE_HANDSHAKE);
+        c.tls_handshake_timeout = Duration::from_secs(60);
+        c.header_read_timeout = Duration::from_secs(60);
+        c.body_read_timeout = Duration::from_secs(60);
+        c.idle_timeout = Duration::from_secs(300);
+    })
+    .await
+}
+
+/// A fresh TLS connection posts the typical review and is answered 200.
+async fn well_behaved_is_answered(server: &TestServer) {
+    tokio::time::timeout(ANSWERED_WITHIN, util::still_serving(server))
+        .await
+        .expect("a well-behaved client is answered while the flood holds its connections");
+}
+
+/// A sample's value from the metrics text: `name` with its labels, as exposed.
+fn sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("{series} not in the metrics:\n{text}"))
+}
+
+fn head(length: usize) -> String {
+    format!(
+        "POST {MUTATE} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    )
+}
+
+/// Reads a response head; its status code, 0 when the connection ended first.
+async fn status(tls: &mut TlsStream<TcpStream>) -> u16 {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+        match tls.read(&mut buf).await {
+            Ok(0) | Err(_) => return 0,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+        }
+    }
+    std::str::from_utf8(&seen[9..12])
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_that_never_send_a_byte_take_no_slot() {
+    let server = start().await;
+    // Fewer than the pre-handshake ceiling but more than the slots: all held, none in a slot.
+    let mut silent = Vec::new();
+    for _ in 0..12 {
+        silent.push(TcpStream::connect(server.webhook).await.unwrap());
+    }
+    util::eventually(ANSWERED_WITHIN, || async {
+        let text = server.scrape().await;
+        sample(
+            &text,
+            r#"memcached_webhook_connections{state="pre_handshake"}"#,
+        ) == 12.0
+    })
+    .await;
+    well_behaved_is_answered(&server).await;
+    // Past the ceiling the oldest go; accepting goes on and clients are still answered.
+    for _ in 0..3 * PRE_HANDSHAKE {
+        silent.push(TcpStream::connect(server.webhook).await.unwrap());
+    }
+    well_behaved_is_answered(&server).await;
+    let text = server.scrape().await;
+    let evicted = sample(
+        &text,
+        r#"memcached_webhook_connection_evictions_total{reason="pre_handshake"}"#,
+    );
+    assert!(evicted >= f64::from(PRE_HANDSHAKE), "{evicted}");
+    let held = sample(
+        &text,
+        r#"memcached_webhook_connections{state="pre_handshake"}"#,
+    );
+    assert!(held <= f64::from(PRE_HANDSHAKE), "{held}");
+    // The oldest silent connection was closed by the server.
+    let mut buf = [0u8; 1];
+    let read = tokio::time::timeout(ANSWERED_WITHIN, silent[0].read(&mut buf)).await;
+    assert!(matches!(read, Ok(Ok(0) | Err(_))), "{read:?}");
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_keep_alives_give_way_to_a_new_client() {
+    let server = start().await;
+    let typical = fixture("mutate-create-kubectl-apply.json");
+    let mut idle = Vec::new();
+    for _ in 0..3 * SLOTS {
+        let mut client = tokio::time::timeout(ANSWERED_WITHIN, server.client())
+            .await
+            .expect("each keep-alive client gets a slot in turn");
+        let (code, _) = client.post(MUTATE, typical.clone()).await;
+        assert_eq!(code, hyper::StatusCode::OK);
+        idle.push(client);
+    }
+    well_behaved_is_answered(&server).await;
+    let text = server.scrape().await;
+    let evicted = sample(
+        &text,
+        r#"memcached_webhook_connection_evictions_total{reason="idle"}"#,
+    );
+    assert!(evicted >= f64::from(2 * SLOTS), "{evicted}");
+    assert!(
+        sample(&text, "memcached_webhook_connection_pressure_seconds_total") >= 0.0,
+        "the pressure counter is exposed"
+    );
+    // The newest keep-alive was not the one evicted: it still answers.
+    let (code, _) = idle.last_mut().unwrap().post(MUTATE, typical).await;
+    assert_eq!(code, hyper::StatusCode::OK);
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_request_heads_give_way_to_a_new_client() {
+    let server = start().await;
+    let mut slow = Vec::new();
+    for _ in 0..3 * SLOTS {
+        let mut tls = tokio::time::timeout(ANSWERED_WITHIN, server.tls(&[b"http/1.1"]))
+            .await
+            .expect("each slow client gets a slot in turn")
+            .unwrap();
+        // Part of a head: the rest never comes (the header deadline is a minute away).
+        tls.write_all(b"POST /mutate-memcached-c5c3-io-v1beta1-memcached HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        tls.flush().await.unwrap();
+        slow.push(tls);
+    }
+    well_behaved_is_answered(&server).await;
+    let text = server.scrape().await;
+    let evicted = sample(
+        &text,
+        r#"memcached_webhook_connection_evictions_total{reason="incomplete"}"#,
+    );
+    assert!(evicted >= f64::from(2 * SLOTS), "{evicted}");
+    // The oldest was cut without an answer.
+    assert_eq!(status(&mut slow[0]).await, 0);
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_in_service_is_never_cut_to_make_room() {
+    let server = start().await;
+    let typical = fixture("mutate-create-kubectl-apply.json");
+    let (first, rest) = typical.split_at(typical.len() / 2);
+    // Every slot holds a review whose body is half sent.
+    let mut busy = Vec::new();
+    for _ in 0..SLOTS {
+        let mut tls = server.tls(&[b"http/1.1"]).await.unwrap();
+        tls.write_all(head(typical.len()).as_bytes()).await.unwrap();
+        tls.write_all(first).await.unwrap();
+        tls.flush().await.unwrap();
+        busy.push(tls);
+    }
+    util::eventually(ANSWERED_WITHIN, || async {
+        let text = server.scrape().await;
+        sample(&text, r#"memcached_webhook_connections{state="active"}"#) == f64::from(SLOTS)
+    })
+    .await;
+    // Newcomers of every kind find no slot they may take: they wait (or are shed).
+    let mut newcomers = Vec::new();
+    for _ in 0..2 * SLOTS {
+        newcomers.push(TcpStream::connect(server.webhook).await.unwrap());
+    }
+    let waiting = tokio::spawn({
+        let (addr, ca) = (server.webhook, server.ca_pem.clone());
+        async move { util::still_serving_at(addr, &ca).await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The bodies finish: every review is answered, none was cut.
+    for tls in &mut busy {
+        tls.write_all(rest).await.unwrap();
+        tls.flush().await.unwrap();
+    }
+    for tls in &mut busy {
+        assert_eq!(status(tls).await, 200, "a review in service was cut");
+    }
+    tokio::time::timeout(ANSWERED_WITHIN, waiting)
+        .await
+        .expect("the waiting client is answered once slots free up")
+        .unwrap();
+    server.stop().await.unwrap();
+}
