@@ -102,8 +102,9 @@ async fn main() -> ExitCode {
     }
 }
 
-/// 1,024 connections declare 7 MB each and send nothing. Those past `--max-connections` wait
-/// in the kernel's accept queue (their handshakes stall), costing the process nothing.
+/// 1,024 connections declare 7 MB each and send nothing. A request in service is never cut to
+/// make room, so those past `--max-connections` wait for a slot after their ClientHello, with
+/// no TLS state (their handshakes stall), costing the process a small task each.
 async fn silent(setup: &Setup) -> bool {
     let server = Arc::new(setup.start(&["--body-read-timeout", "60s"]).await);
     let idle = server.status_bytes("VmRSS:");
@@ -129,7 +130,7 @@ async fn silent(setup: &Setup) -> bool {
     let sent = sent.load(Ordering::Relaxed);
     println!(
         "silent {SILENT_CONNECTIONS} x declared 7 MB   RSS {:6.1} MiB (+{growth:.1} MiB, {:.1} KiB per accepted connection), \
-         peak {:.1} MiB; {sent} accepted, {} waiting in the accept queue",
+         peak {:.1} MiB; {sent} in slots, {} waiting for one",
         mib(held),
         growth * 1024.0 / sent.max(1) as f64,
         mib(peak),
