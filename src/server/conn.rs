@@ -18,7 +18,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::sync::{OwnedSemaphorePermit, watch};
+use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use super::admit;
@@ -76,13 +76,13 @@ impl Shared {
     ) {
         let deadline = tokio::time::Instant::now() + admit::scaled(self.limits.handshake, factor);
         let conn = ticket.0.clone();
-        let permit = tokio::select! {
-            permit = async {
+        let slot = tokio::select! {
+            slot = async {
                 // Not `readable()`, which may wake without data (tokio says so): a peek waits for
                 // a byte, or the end (then the handshake fails at once).
                 tcp.peek(&mut [0u8; 1]).await.ok()?;
-                Some(self.slots.take(&ticket).await)
-            } => permit,
+                self.slots.take(&ticket).await
+            } => slot,
             () = tokio::time::sleep_until(deadline) => {
                 tracing::debug!(%peer, "no TLS handshake before the deadline");
                 self.metrics.handshake_timeouts.inc();
@@ -94,10 +94,10 @@ impl Shared {
             }
             _ = drain.wait_for(|d| *d) => None,
         };
-        let Some(permit) = permit else {
+        if slot.is_none() {
             return;
-        };
-        Box::pin(self.serve(tcp, peer, ticket, permit, drain)).await;
+        }
+        Box::pin(self.serve(tcp, peer, ticket, drain)).await;
     }
 
     /// The TLS handshake and HTTP, holding a slot.
@@ -106,7 +106,6 @@ impl Shared {
         tcp: TcpStream,
         peer: SocketAddr,
         ticket: Ticket,
-        _permit: OwnedSemaphorePermit,
         mut drain: watch::Receiver<bool>,
     ) {
         let conn = ticket.0.clone();

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Notify;
 
 use super::admit::{self, Candidate, Episode, Phase, Reason};
 use crate::metrics::Connections;
@@ -16,22 +16,34 @@ use crate::metrics::Connections;
 /// `Conn::phase` once its task has ended: no further gauge moves.
 const CLOSED: u8 = u8::MAX;
 
-/// How long a newcomer waits for the slot its eviction frees before it looks again.
+/// How often a newcomer that found every slot holding a request in service looks again (a slot
+/// freed wakes it at once; a request ending, which makes its connection evictable, does not).
 const RECHECK: Duration = Duration::from_millis(50);
 
 /// Every connection on the webhook port.
 pub(crate) struct Slots {
     epoch: Instant,
-    permits: Arc<Semaphore>,
     capacity: usize,
+    /// Slots taken: connections in `held` that have not been told to go.
+    occupied: AtomicUsize,
+    /// A connection in a slot ended.
+    freed: Notify,
     pre_handshake_max: usize,
     next_id: AtomicU64,
     /// Accepted, no slot yet; ordered by acceptance, so the first is the oldest.
     pending: Mutex<BTreeMap<u64, Arc<Conn>>>,
-    /// Holding a slot.
-    held: Mutex<HashMap<u64, Arc<Conn>>>,
+    /// Holding a slot. Locked after `pending` when both are.
+    held: Mutex<Held>,
     episode: Mutex<Episode>,
     metrics: Arc<crate::metrics::Metrics>,
+}
+
+/// The connections in slots, and how many of them were told to go: their slots are already
+/// the newcomers' (a connection told to go closes at once, or within a second between requests).
+#[derive(Default)]
+struct Held {
+    conns: HashMap<u64, Arc<Conn>>,
+    leaving: usize,
 }
 
 /// One connection's state, shared by its task, its I/O wrapper and the registry.
@@ -85,12 +97,13 @@ impl Slots {
         let now = Instant::now();
         Arc::new(Slots {
             epoch: now,
-            permits: Arc::new(Semaphore::new(capacity as usize)),
             capacity: capacity as usize,
+            occupied: AtomicUsize::new(0),
+            freed: Notify::new(),
             pre_handshake_max,
             next_id: AtomicU64::new(0),
             pending: Mutex::new(BTreeMap::new()),
-            held: Mutex::new(HashMap::new()),
+            held: Mutex::new(Held::default()),
             episode: Mutex::new(Episode::new(now)),
             metrics,
         })
@@ -106,7 +119,7 @@ impl Slots {
 
     /// The deadline factor for connections in slots ([`admit::factor`] of their occupancy).
     pub(crate) fn factor(&self) -> f64 {
-        let used = self.capacity - self.permits.available_permits().min(self.capacity);
+        let used = self.occupied.load(Ordering::Relaxed);
         admit::factor(used as f64 / self.capacity as f64)
     }
 
@@ -153,36 +166,48 @@ impl Slots {
         }
     }
 
-    /// A slot for `ticket`'s connection, closing another one to free it when none is: resolves
-    /// when one is free (the caller bounds the wait). The connection is then `Handshaking`.
-    pub(crate) async fn take(self: &Arc<Self>, ticket: &Ticket) -> OwnedSemaphorePermit {
-        let permit = loop {
-            if let Ok(permit) = self.permits.clone().try_acquire_owned() {
-                break permit;
-            }
-            self.evict_one();
-            if let Ok(Ok(permit)) =
-                tokio::time::timeout(RECHECK, self.permits.clone().acquire_owned()).await
-            {
-                break permit;
-            }
-        };
+    /// A slot for `ticket`'s connection, at once when one is free or another connection may
+    /// be told to go (`admit::victim`: its slot passes to this one as it closes); otherwise
+    /// when one frees (the caller bounds the wait). `None` when this connection was itself
+    /// closed meanwhile (past the pre-handshake ceiling). The connection is then `Handshaking`.
+    pub(crate) async fn take(self: &Arc<Self>, ticket: &Ticket) -> Option<()> {
         let conn = &ticket.0;
-        lock(&self.pending).remove(&conn.id);
-        lock(&self.held).insert(conn.id, conn.clone());
-        conn.enter(Phase::Handshaking);
-        permit
-    }
-
-    /// Tells the least useful connection in a slot to go (`admit::victim`), if any may.
-    fn evict_one(self: &Arc<Self>) {
-        let held = lock(&self.held);
-        let chosen = admit::victim(held.values().map(|c| (c, c.candidate())));
-        if let Some((conn, reason)) = chosen {
-            conn.tell(reason);
+        loop {
+            let freed = self.freed.notified();
+            let (taken, evicted) = {
+                let mut pending = lock(&self.pending);
+                if !pending.contains_key(&conn.id) {
+                    return None;
+                }
+                let mut held = lock(&self.held);
+                let mut evicted = false;
+                let mut room = held.conns.len() - held.leaving < self.capacity;
+                if !room {
+                    let chosen = admit::victim(held.conns.values().map(|c| (c, c.candidate())))
+                        .map(|(c, reason)| (c.clone(), reason));
+                    if let Some((victim, reason)) = chosen {
+                        victim.tell(reason);
+                        held.leaving += 1;
+                        (room, evicted) = (true, true);
+                    }
+                }
+                if room {
+                    pending.remove(&conn.id);
+                    held.conns.insert(conn.id, conn.clone());
+                    self.occupied
+                        .store(held.conns.len() - held.leaving, Ordering::Relaxed);
+                }
+                (room, evicted || !room)
+            };
+            if evicted {
+                self.short();
+            }
+            if taken {
+                conn.enter(Phase::Handshaking);
+                return Some(());
+            }
+            let _ = tokio::time::timeout(RECHECK, freed).await;
         }
-        drop(held);
-        self.short();
     }
 
     /// A newcomer found no room: starts (and logs) a pressure episode if none is running.
@@ -379,7 +404,17 @@ impl Drop for Ticket {
         if phase == Phase::PreHandshake {
             lock(&slots.pending).remove(&conn.id);
         } else {
-            lock(&slots.held).remove(&conn.id);
+            let mut held = lock(&slots.held);
+            held.conns.remove(&conn.id);
+            // Only a connection in a slot is told to go through `held` once it is there.
+            if conn.evicting.load(Ordering::Acquire) {
+                held.leaving -= 1;
+            }
+            slots
+                .occupied
+                .store(held.conns.len() - held.leaving, Ordering::Relaxed);
+            drop(held);
+            slots.freed.notify_one();
         }
         slots.gauges().by_state[gauge(phase)].dec();
     }
