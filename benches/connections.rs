@@ -196,28 +196,22 @@ async fn run(setup: &Setup, kind: Kind, count: usize) -> bool {
     let ramped = opened.load(Ordering::Relaxed);
     reconnects.store(0, Ordering::Relaxed);
 
-    let mut reviews = tokio::task::JoinSet::new();
-    let mut tick = tokio::time::interval(REVIEW_EVERY);
-    let started = Instant::now();
-    while started.elapsed() < setup.hold {
-        tick.tick().await;
-        let (server, typical) = (server.clone(), setup.typical);
-        reviews.spawn(async move {
-            let began = Instant::now();
-            let answered = tokio::time::timeout(REVIEW_TIMEOUT, async {
-                spawned::post(server.connect().await, typical, Duration::ZERO).await
-            })
-            .await;
-            (answered == Ok(200), began.elapsed())
-        });
-    }
-    let mut latencies = Vec::new();
-    let mut answered = 0;
-    while let Some(done) = reviews.join_next().await {
-        let (ok, took) = done.expect("a review task");
-        answered += usize::from(ok);
-        latencies.push(took);
-    }
+    // The well-behaved client on a thread and runtime of its own: the flood's tasks must not
+    // delay it in this process, only (if the server lets them) in the server.
+    let client = {
+        let (server, typical, hold) = (server.clone(), setup.typical, setup.hold);
+        std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime")
+                .block_on(reviews(server, typical, hold))
+        })
+    };
+    let (answered, mut latencies) = tokio::task::spawn_blocking(move || client.join())
+        .await
+        .expect("the client thread")
+        .expect("the client thread");
     let peak = server.status_bytes("VmHWM:") as f64 / MIB;
     let text = server.scrape().await;
     stop.store(true, Ordering::Relaxed);
@@ -249,6 +243,38 @@ async fn run(setup: &Setup, kind: Kind, count: usize) -> bool {
     );
     drop(flood);
     answered == sent && p99 <= P99_LIMIT && peak <= RSS_LIMIT_MIB
+}
+
+/// A fresh TLS connection and a typical review every 100 ms for `hold`: how many were
+/// answered 200, and each one's time from connect to answer.
+async fn reviews(
+    server: Arc<Spawned>,
+    typical: &'static [u8],
+    hold: Duration,
+) -> (usize, Vec<Duration>) {
+    let mut reviews = tokio::task::JoinSet::new();
+    let mut tick = tokio::time::interval(REVIEW_EVERY);
+    let started = Instant::now();
+    while started.elapsed() < hold {
+        tick.tick().await;
+        let server = server.clone();
+        reviews.spawn(async move {
+            let began = Instant::now();
+            let answered = tokio::time::timeout(REVIEW_TIMEOUT, async {
+                spawned::post(server.connect().await, typical, Duration::ZERO).await
+            })
+            .await;
+            (answered == Ok(200), began.elapsed())
+        });
+    }
+    let mut latencies = Vec::new();
+    let mut answered = 0;
+    while let Some(done) = reviews.join_next().await {
+        let (ok, took) = done.expect("a review task");
+        answered += usize::from(ok);
+        latencies.push(took);
+    }
+    (answered, latencies)
 }
 
 /// One hostile connection, reopened whenever the server closes it, until `stop`.

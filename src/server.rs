@@ -18,11 +18,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::Config;
 use crate::tls::{self, Resolver};
+
+/// The accept queue asked for: the kernel caps it at `net.core.somaxconn` (4096 by default),
+/// as Go's `net.Listen` does; tokio's `bind` asks for 1024, which a connection flood fills
+/// (the kernel then drops new SYNs, and a client waits a second or more to retry).
+const BACKLOG: u32 = 65_535;
 
 /// The bound sockets, so callers (and tests, with port 0) learn the addresses before serving.
 #[derive(Debug)]
@@ -36,8 +41,17 @@ pub struct Listeners {
 impl Listeners {
     pub async fn bind(config: &Config) -> Result<Self, Error> {
         let bind = |addr: SocketAddr, flag: &'static str| async move {
-            TcpListener::bind(addr)
-                .await
+            let socket = if addr.is_ipv4() {
+                TcpSocket::new_v4()
+            } else {
+                TcpSocket::new_v6()
+            };
+            socket
+                .and_then(|socket| {
+                    socket.set_reuseaddr(true)?;
+                    socket.bind(addr)?;
+                    socket.listen(BACKLOG)
+                })
                 .map_err(|source| Error::Bind { flag, addr, source })
         };
         Ok(Listeners {
