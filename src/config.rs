@@ -127,7 +127,7 @@ pub struct Config {
     /// Accepted connections that have not sent a byte yet (or wait for a slot) at most: each
     /// holds only its socket and a small task. Past it the oldest is closed; accepting never
     /// stops. Default: what the open-files limit (raised to its hard limit at startup) leaves
-    /// after --max-connections and 64, at most 16384.
+    /// after --max-connections and 64, at most 8192.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_pre_handshake_connections: Option<u32>,
 

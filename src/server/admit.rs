@@ -125,9 +125,9 @@ pub(crate) fn scaled(configured: Duration, factor: f64) -> Duration {
 /// File descriptors kept out of the pre-handshake ceiling: listeners, the certificate watch,
 /// /proc reads for metrics, the health and metrics ports' connections.
 pub(crate) const FD_RESERVE: u64 = 64;
-/// The default ceiling's upper bound, for memory: each such connection costs well under a KiB
-/// (README, "Memory"), so this is a few MiB at most.
-pub(crate) const PRE_HANDSHAKE_CAP: u64 = 16_384;
+/// The default ceiling's upper bound, for memory: each such connection costs 0.7-1.5 KiB
+/// (README, "Memory"), so this is 6-12 MiB at most.
+pub(crate) const PRE_HANDSHAKE_CAP: u64 = 8_192;
 
 /// `--max-pre-handshake-connections` when not given: what the descriptor limit leaves after
 /// the slots and a reserve, at most [`PRE_HANDSHAKE_CAP`], at least 1.
@@ -303,7 +303,7 @@ mod tests {
     #[test]
     fn the_pre_handshake_ceiling_follows_the_descriptor_limit() {
         assert_eq!(pre_handshake_ceiling(1024, 256), 1024 - 256 - 64);
-        assert_eq!(pre_handshake_ceiling(1 << 20, 256), 16_384);
+        assert_eq!(pre_handshake_ceiling(1 << 20, 256), 8_192);
         assert_eq!(pre_handshake_ceiling(100, 256), 1);
     }
 
