@@ -125,8 +125,8 @@ pub(crate) fn scaled(configured: Duration, factor: f64) -> Duration {
 /// File descriptors kept out of the pre-handshake ceiling: listeners, the certificate watch,
 /// /proc reads for metrics, the health and metrics ports' connections.
 pub(crate) const FD_RESERVE: u64 = 64;
-/// The default ceiling's upper bound, for memory: each such connection costs 0.7-1.5 KiB
-/// (README, "Memory"), so this is 6-12 MiB at most.
+/// The default ceiling's upper bound, for memory: each such connection costs 0.7-1.7 KiB
+/// (README, "Memory"), so this is 6-14 MiB at most.
 pub(crate) const PRE_HANDSHAKE_CAP: u64 = 8_192;
 
 /// `--max-pre-handshake-connections` when not given: what the descriptor limit leaves after
