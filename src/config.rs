@@ -113,7 +113,7 @@ pub struct Config {
     /// Memory for request bodies in flight, shared by every connection: a body takes it as its
     /// bytes arrive, one over 256 KiB also for the parser's working memory; an eighth is kept
     /// for bodies of at most 256 KiB. Used up: a request waits up to 1 s, then gets 503. The
-    /// default fits the Deployment's 128Mi limit (README, "Memory").
+    /// default fits the Deployment's 128Mi limit (docs/memory.md).
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(4 * 1024 * 1024..=1 << 40))]
     pub max_inflight_body_bytes: u64,
 

@@ -121,7 +121,7 @@ async fn a_label_only_change_of_a_violating_object_is_admitted_with_the_warning(
         let response = update(&mut client, shape, &old, &new).await;
         assert_eq!(response["allowed"], true, "{shape:?}: {response}");
         let warnings = warnings(&response);
-        // Word for word as the README's worked example shows it.
+        // Word for word as docs/admission.md's worked example shows it.
         assert_eq!(
             warnings,
             [format!(

@@ -126,7 +126,7 @@ pub(crate) fn scaled(configured: Duration, factor: f64) -> Duration {
 /// /proc reads for metrics, the health and metrics ports' connections.
 pub(crate) const FD_RESERVE: u64 = 64;
 /// The default ceiling's upper bound, for memory: each such connection costs 0.7-1.7 KiB
-/// (README, "Memory"), so this is 6-14 MiB at most.
+/// (docs/memory.md), so this is 6-14 MiB at most.
 pub(crate) const PRE_HANDSHAKE_CAP: u64 = 8_192;
 
 /// `--max-pre-handshake-connections` when not given: what the descriptor limit leaves after

@@ -1,7 +1,7 @@
 //! One memory budget for every request body in flight. A body takes budget as its bytes
 //! arrive (never on a declared Content-Length alone), and a large body also for the parser's
-//! working memory, so no set of clients can grow the process past the bound in the README's
-//! "Memory" section. Part of it is kept for bodies of at most 256 KiB: a flood of large
+//! working memory, so no set of clients can grow the process past the bound in
+//! docs/memory.md. Part of it is kept for bodies of at most 256 KiB: a flood of large
 //! bodies cannot keep an everyday review waiting.
 
 use std::sync::Arc;
