@@ -240,6 +240,42 @@ async fn every_metric_the_alerts_and_dashboard_use_is_served() {
     }
 }
 
+/// The latency alerts' thresholds are bucket boundaries of the served histogram, so the p99
+/// crosses them exactly rather than by interpolation inside a bucket (prometheusrule.yaml says
+/// why each value was chosen).
+#[tokio::test]
+async fn latency_thresholds_are_bucket_boundaries() {
+    let server = util::start().await;
+    let served = exposition(&server.scrape().await);
+    server.stop().await.unwrap();
+    let buckets: Vec<f64> = served["controller_runtime_webhook_latency_seconds_bucket"]["le"]
+        .iter()
+        .filter_map(|le| le.parse().ok())
+        .collect();
+    let thresholds: Vec<f64> = rule_queries()
+        .iter()
+        .filter(|q| q.expr.contains("histogram_quantile"))
+        .map(|q| match parser::parse(&q.expr).unwrap() {
+            Expr::Binary(b) => match *b.rhs {
+                Expr::NumberLiteral(n) => n.val,
+                other => panic!("{}: compared with {other}, not a number", q.origin),
+            },
+            other => panic!("{}: not a comparison: {other}", q.origin),
+        })
+        .collect();
+    assert_eq!(
+        thresholds.len(),
+        2,
+        "the warning and the critical latency alert"
+    );
+    for t in thresholds {
+        assert!(
+            buckets.contains(&t),
+            "{t} s is not one of the buckets {buckets:?}"
+        );
+    }
+}
+
 /// The checker itself catches what it is there for: a renamed metric, a label value the server
 /// never sends, a selector without the job.
 #[test]
