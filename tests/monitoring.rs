@@ -89,7 +89,6 @@ fn dashboard_queries() -> Vec<Query> {
 /// Grafana's variables replaced by values PromQL accepts.
 fn grafana_to_promql(expr: &str) -> String {
     expr.replace("$__rate_interval", "5m")
-        .replace("$__range", "6h")
         .replace("$job", JOB)
         .replace("$namespace", ".*")
         .replace("$pod", ".*")
