@@ -117,9 +117,10 @@ impl Webhook {
         }
     }
 
-    /// The server's recent log lines.
+    /// The server's last 20 log lines.
     pub fn log_tail(&self) -> String {
-        self.log.lock().unwrap().join("\n")
+        let log = self.log.lock().unwrap();
+        log[log.len().saturating_sub(20)..].join("\n")
     }
 
     /// `clientConfig` for `path` on this server, as the apiserver will call it.
