@@ -249,6 +249,64 @@ impl Cluster {
         out
     }
 
+    /// A raw request as the admin, as client libraries send it: (status code, JSON body).
+    /// HTTP/1.0, so the answer is not chunked and ends with the connection.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> (u16, serde_json::Value) {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+        use std::io::Read;
+        let d = self.dir.path();
+        let read = |name: &str| std::fs::read(d.join(name)).unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(&read("ca.crt")) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let chain = CertificateDer::pem_slice_iter(&read("admin.crt"))
+            .map(Result::unwrap)
+            .collect();
+        let key = PrivateKeyDer::from_pem_slice(&read("admin.key")).unwrap();
+        let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)
+        .unwrap();
+        let conn = rustls::ClientConnection::new(
+            std::sync::Arc::new(config),
+            ServerName::try_from("127.0.0.1").unwrap(),
+        )
+        .unwrap();
+        let tcp = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut tls = rustls::StreamOwned::new(conn, tcp);
+        let body = body.to_string();
+        write!(
+            tls,
+            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             Accept: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = Vec::new();
+        if let Err(e) = tls.read_to_end(&mut answer) {
+            assert!(answer.ends_with(b"}"), "reading the answer: {e}");
+        }
+        let answer = String::from_utf8(answer).unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
+        let code = head.split(' ').nth(1).unwrap().parse().unwrap();
+        (
+            code,
+            serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+        )
+    }
+
     /// Creates namespace `name` (each check works in its own).
     pub fn namespace(&self, name: &str) {
         self.ok(&["create", "namespace", name], None);

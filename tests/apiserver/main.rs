@@ -32,6 +32,8 @@ mod webhook;
 
 /// CREATE, UPDATE, dry-run and v1alpha1 writes come back defaulted as the README's table says.
 mod defaulting;
+/// Every rule family refuses through the API server; warnings reach kubectl.
+mod validation;
 
 pub use env::Env;
 
@@ -42,7 +44,10 @@ pub struct Check {
 }
 
 fn all_checks() -> Vec<Check> {
-    [defaulting::checks()].into_iter().flatten().collect()
+    [defaulting::checks(), validation::checks()]
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 const SKIPPED: &str = "real-apiserver suite SKIPPED: KUBEBUILDER_ASSETS not set; see CONTRIBUTING \
