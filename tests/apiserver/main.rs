@@ -32,6 +32,8 @@ mod webhook;
 
 /// CREATE, UPDATE, dry-run and v1alpha1 writes come back defaulted as the README's table says.
 mod defaulting;
+/// Ratcheting on objects stored before the validating webhook; terminating objects.
+mod lifecycle;
 /// Every rule family refuses through the API server; warnings reach kubectl.
 mod validation;
 
@@ -44,10 +46,14 @@ pub struct Check {
 }
 
 fn all_checks() -> Vec<Check> {
-    [defaulting::checks(), validation::checks()]
-        .into_iter()
-        .flatten()
-        .collect()
+    [
+        defaulting::checks(),
+        validation::checks(),
+        lifecycle::checks(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 const SKIPPED: &str = "real-apiserver suite SKIPPED: KUBEBUILDER_ASSETS not set; see CONTRIBUTING \
