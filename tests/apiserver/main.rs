@@ -34,6 +34,8 @@ mod webhook;
 mod defaulting;
 /// Ratcheting on objects stored before the validating webhook; terminating objects.
 mod lifecycle;
+/// Certificate rotation (the kubelet's ..data swap) while writes go on.
+mod rotation;
 /// Every rule family refuses through the API server; warnings reach kubectl.
 mod validation;
 
@@ -50,6 +52,7 @@ fn all_checks() -> Vec<Check> {
         defaulting::checks(),
         validation::checks(),
         lifecycle::checks(),
+        rotation::checks(),
     ]
     .into_iter()
     .flatten()

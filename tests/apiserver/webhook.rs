@@ -193,15 +193,22 @@ impl Webhook {
         text
     }
 
-    /// Requests answered 200 on `path` so far (controller_runtime_webhook_requests_total).
-    pub fn calls(&self, path: &str) -> u64 {
-        let prefix = "controller_runtime_webhook_requests_total{";
+    /// The sum of a counter family's samples whose line has every one of `labels`.
+    pub fn counter(&self, name: &str, labels: &[&str]) -> u64 {
+        let prefix = format!("{name}{{");
         self.scrape()
             .lines()
-            .filter(|l| l.starts_with(prefix))
-            .filter(|l| l.contains(&format!("webhook=\"{path}\"")) && l.contains("code=\"200\""))
+            .filter(|l| l.starts_with(&prefix) && labels.iter().all(|label| l.contains(label)))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .sum()
+    }
+
+    /// Requests answered 200 on `path` so far (controller_runtime_webhook_requests_total).
+    pub fn calls(&self, path: &str) -> u64 {
+        self.counter(
+            "controller_runtime_webhook_requests_total",
+            &[&format!("webhook=\"{path}\""), "code=\"200\""],
+        )
     }
 }
 
