@@ -30,6 +30,8 @@ mod pki;
 #[allow(dead_code)]
 mod webhook;
 
+/// --validation-actions=Warn,Audit: warnings and the audit annotation.
+mod actions;
 /// CREATE, UPDATE, dry-run and v1alpha1 writes come back defaulted as the README's table says.
 mod defaulting;
 /// Ratcheting on objects stored before the validating webhook; terminating objects.
@@ -53,6 +55,7 @@ fn all_checks() -> Vec<Check> {
         validation::checks(),
         lifecycle::checks(),
         rotation::checks(),
+        actions::checks(),
     ]
     .into_iter()
     .flatten()
