@@ -34,6 +34,8 @@ mod webhook;
 mod actions;
 /// CREATE, UPDATE, dry-run and v1alpha1 writes come back defaulted as the README's table says.
 mod defaulting;
+/// The README's hand-over from the operator's configurations: never a gap, never two judges.
+mod handover;
 /// Ratcheting on objects stored before the validating webhook; terminating objects.
 mod lifecycle;
 /// Certificate rotation (the kubelet's ..data swap) while writes go on.
@@ -56,6 +58,7 @@ fn all_checks() -> Vec<Check> {
         lifecycle::checks(),
         rotation::checks(),
         actions::checks(),
+        handover::checks(),
     ]
     .into_iter()
     .flatten()
