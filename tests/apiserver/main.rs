@@ -38,6 +38,8 @@ mod defaulting;
 mod handover;
 /// Ratcheting on objects stored before the validating webhook; terminating objects.
 mod lifecycle;
+/// failurePolicy: Fail with the server down.
+mod outage;
 /// Certificate rotation (the kubelet's ..data swap) while writes go on.
 mod rotation;
 /// Every rule family refuses through the API server; warnings reach kubectl.
@@ -59,6 +61,7 @@ fn all_checks() -> Vec<Check> {
         rotation::checks(),
         actions::checks(),
         handover::checks(),
+        outage::checks(),
     ]
     .into_iter()
     .flatten()
