@@ -40,6 +40,8 @@ mod handover;
 mod lifecycle;
 /// failurePolicy: Fail with the server down.
 mod outage;
+/// reinvocationPolicy: IfNeeded with a later mutating webhook.
+mod reinvocation;
 /// Certificate rotation (the kubelet's ..data swap) while writes go on.
 mod rotation;
 /// Every rule family refuses through the API server; warnings reach kubectl.
@@ -58,6 +60,7 @@ fn all_checks() -> Vec<Check> {
         defaulting::checks(),
         validation::checks(),
         lifecycle::checks(),
+        reinvocation::checks(),
         rotation::checks(),
         actions::checks(),
         handover::checks(),
