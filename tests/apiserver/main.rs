@@ -81,7 +81,7 @@ fn main() {
     let checks = all_checks();
     let selected = checks.iter().any(|c| selected(&args, c.name));
     let assets = std::env::var_os("KUBEBUILDER_ASSETS").filter(|a| !a.is_empty());
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+    let ci = std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
 
     let env: Result<Arc<Env>, String> = match &assets {
         None => Err(SKIPPED.to_owned()),
