@@ -2,8 +2,6 @@
 //! kubectl prints the violation, and the API server's audit log carries the webhook's
 //! `validation_failure` annotation for that object.
 
-use std::time::{Duration, Instant};
-
 use serde_json::{Value, json};
 
 use crate::Check;
@@ -45,7 +43,7 @@ fn warn_audit_admits_warns_and_audits(env: &Env) {
         "100k"
     );
 
-    let event = audit_event(env, "warned");
+    let event = env.audit_event("create", NS, "warned");
     let failures: Value = serde_json::from_str(
         event["annotations"][ANNOTATION]
             .as_str()
@@ -60,32 +58,4 @@ fn warn_audit_admits_warns_and_audits(env: &Env) {
         failures[0]["message"].as_str().unwrap().contains("100k"),
         "{failures}"
     );
-}
-
-/// The audit event of the CREATE of `name` in [`NS`] once the response is complete (the log
-/// backend writes it as the request ends; polled for 10 s).
-fn audit_event(env: &Env, name: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let log = std::fs::read_to_string(&env.cluster.audit_log).unwrap_or_default();
-        let found = log
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|e| {
-                e["verb"] == "create"
-                    && e["stage"] == "ResponseComplete"
-                    && e["objectRef"]["resource"] == "memcacheds"
-                    && e["objectRef"]["namespace"] == NS
-                    && e["objectRef"]["name"] == name
-            });
-        if let Some(event) = found {
-            return event;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no audit event for the create of {NS}/{name} in {}",
-            env.cluster.audit_log.display()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }

@@ -134,6 +134,23 @@ fn create_with_kubectl_apply(env: &Env) {
 
 fn create_with_kubectl_create(env: &Env) {
     create_each(env, "default-create", &["create", "-f", "-"]);
+    // The patch's audit annotations reach the API server's audit log (README, "What the
+    // mutating webhook records").
+    let event = env.audit_event("create", "default-create", "rich");
+    let annotations = &event["annotations"];
+    assert_eq!(
+        annotations["mutate.memcached-webhook.c5c3.io/removed"], "/spec/replicas",
+        "{event}"
+    );
+    // The CRD's schema defaults run first (image, maxConnections, exporterImage,
+    // scrapeTimeout, antiAffinityPreset are set before any webhook sees the object), so
+    // these are exactly the fields only the webhook defaulted.
+    assert_eq!(
+        annotations["mutate.memcached-webhook.c5c3.io/defaulted"],
+        "/spec/memcached/maxMemoryMB,/spec/memcached/threads,/spec/memcached/maxItemSize,\
+         /spec/monitoring/serviceMonitor/interval,/spec/autoscaling/metrics,/spec/autoscaling/behavior",
+        "{event}"
+    );
 }
 
 fn create_with_server_side_apply(env: &Env) {

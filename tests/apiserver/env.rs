@@ -91,6 +91,38 @@ impl Env {
     }
 }
 
+impl Env {
+    /// The API server's audit event (policy: Metadata) of `verb` on the Memcached
+    /// `namespace`/`name` once its response is complete. The log backend writes it as the
+    /// request ends; polled for 10 s.
+    #[track_caller]
+    pub fn audit_event(&self, verb: &str, namespace: &str, name: &str) -> Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let log = std::fs::read_to_string(&self.cluster.audit_log).unwrap_or_default();
+            let found = log
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .find(|e| {
+                    e["verb"] == verb
+                        && e["stage"] == "ResponseComplete"
+                        && e["objectRef"]["resource"] == "memcacheds"
+                        && e["objectRef"]["namespace"] == namespace
+                        && e["objectRef"]["name"] == name
+                });
+            if let Some(event) = found {
+                return event;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no audit event for the {verb} of {namespace}/{name} in {}",
+                self.cluster.audit_log.display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+}
+
 /// A Memcached named `name` in `namespace` with `spec`, v1beta1.
 pub fn memcached(namespace: &str, name: &str, spec: Value) -> Value {
     json!({
