@@ -82,6 +82,15 @@ impl Cluster {
         let kubectl = Some(assets.join("kubectl"))
             .filter(|k| k.is_file())
             .unwrap_or_else(|| PathBuf::from("kubectl"));
+        let client = Command::new(&kubectl)
+            .args(["version", "--client"])
+            .output()
+            .map_err(|e| {
+                format!("kubectl not in KUBEBUILDER_ASSETS and not runnable from PATH: {e}")
+            })?;
+        if !client.status.success() {
+            return Err(format!("{} version --client failed", kubectl.display()));
+        }
         let dir = tempfile::Builder::new()
             .prefix("realapi-")
             .tempdir()
