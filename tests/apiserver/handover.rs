@@ -14,10 +14,16 @@ use crate::env::{Env, memcached};
 use crate::webhook::{self, MUTATE, VALIDATE, Webhook};
 
 pub fn checks() -> Vec<Check> {
-    vec![Check {
-        name: "handover::readme_patches_hand_over_without_gap_or_overlap",
-        run: readme_patches_hand_over_without_gap_or_overlap,
-    }]
+    vec![
+        Check {
+            name: "handover::readme_patches_hand_over_without_gap_or_overlap",
+            run: readme_patches_hand_over_without_gap_or_overlap,
+        },
+        Check {
+            name: "handover::configuration_without_annotations_needs_the_readme_variant",
+            run: configuration_without_annotations_needs_the_readme_variant,
+        },
+    ]
 }
 
 const NS: &str = "handover";
@@ -97,10 +103,8 @@ fn operator_configurations(server: &Webhook) -> Vec<Value> {
     docs
 }
 
-/// The README's `swap`: one JSON patch per configuration that renames the webhook, points it
-/// at this server with this server's CA, and changes the cainjector annotation. The only
-/// difference: `clientConfig` is a URL here instead of the Service.
-fn swap(env: &Env, kind: &str, configuration: &str, name: &str, path: &str) {
+/// The README's `swap` patch for this server.
+fn swap_patch(env: &Env, name: &str, path: &str) -> Value {
     let client_config = {
         let ours = env.webhook();
         json!({
@@ -108,12 +112,19 @@ fn swap(env: &Env, kind: &str, configuration: &str, name: &str, path: &str) {
             "url": format!("https://{}{path}", ours.addr),
         })
     };
-    let patch = json!([
+    json!([
         {"op": "add", "path": "/metadata/annotations/cert-manager.io~1inject-ca-from",
          "value": "memcached-webhook-system/memcached-webhook-serving"},
         {"op": "replace", "path": "/webhooks/0/name", "value": name},
         {"op": "replace", "path": "/webhooks/0/clientConfig", "value": client_config},
-    ]);
+    ])
+}
+
+/// The README's `swap`: one JSON patch per configuration that renames the webhook, points it
+/// at this server with this server's CA, and changes the cainjector annotation. The only
+/// difference: `clientConfig` is a URL here instead of the Service.
+fn swap(env: &Env, kind: &str, configuration: &str, name: &str, path: &str) {
+    let patch = swap_patch(env, name, path);
     env.ok(
         &[
             "patch",
@@ -218,4 +229,84 @@ fn readme_patches_hand_over_without_gap_or_overlap(env: &Env) {
     env.ok(&["delete", "mutatingwebhookconfiguration", MWC], None);
     env.ok(&["delete", "validatingwebhookconfiguration", VWC], None);
     step(env, &operator, "after", [1, 1, 0, 0]);
+}
+
+/// A Helm install with `certmanager.enabled=false` renders the configurations without
+/// annotations: the README's patch is refused there (its first operation adds a member to a
+/// map that does not exist), and the README's variant, which adds the map first, is accepted.
+fn configuration_without_annotations_needs_the_readme_variant(env: &Env) {
+    const HELM: &str = "memcached-operator-mutating";
+    struct Delete<'a>(&'a Env);
+    impl Drop for Delete<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kubectl(
+                &[
+                    "delete",
+                    "--ignore-not-found",
+                    "mutatingwebhookconfiguration",
+                    HELM,
+                ],
+                None,
+            );
+        }
+    }
+    let operator = Webhook::start(&[]);
+    let mut configuration = operator_configurations(&operator).remove(0);
+    configuration["metadata"] = json!({"name": HELM});
+    // Only objects with this label: the shipped configurations judge everything else.
+    configuration["webhooks"][0]["objectSelector"] =
+        json!({"matchLabels": {"test.example.com/helm": "true"}});
+    let _delete = Delete(env);
+    // create, not apply: apply would add its last-applied annotation.
+    env.ok(&["create", "-f", "-"], Some(&configuration.to_string()));
+
+    let patch = swap_patch(env, "mutate.memcached-webhook.c5c3.io", MUTATE);
+    let refused = env.kubectl(
+        &[
+            "patch",
+            "mutatingwebhookconfiguration",
+            HELM,
+            "--type=json",
+            "-p",
+            &patch.to_string(),
+        ],
+        None,
+    );
+    assert!(
+        !refused.ok,
+        "the README's patch applied to a configuration without annotations"
+    );
+
+    let mut variant = patch.as_array().unwrap().clone();
+    variant[0] = json!({"op": "add", "path": "/metadata/annotations", "value": {
+        "cert-manager.io/inject-ca-from": "memcached-webhook-system/memcached-webhook-serving"}});
+    env.ok(
+        &[
+            "patch",
+            "mutatingwebhookconfiguration",
+            HELM,
+            "--type=json",
+            "-p",
+            &Value::Array(variant).to_string(),
+        ],
+        None,
+    );
+    let patched = env
+        .ok(
+            &["get", "mutatingwebhookconfiguration", HELM, "-o", "json"],
+            None,
+        )
+        .json();
+    assert_eq!(
+        patched["webhooks"][0]["name"],
+        "mutate.memcached-webhook.c5c3.io"
+    );
+    assert_eq!(
+        patched["webhooks"][0]["clientConfig"]["url"],
+        format!("https://{}{MUTATE}", env.webhook().addr)
+    );
+    assert_eq!(
+        patched["metadata"]["annotations"],
+        json!({"cert-manager.io/inject-ca-from": "memcached-webhook-system/memcached-webhook-serving"})
+    );
 }
