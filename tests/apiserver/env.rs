@@ -149,3 +149,13 @@ impl Drop for Restore<'_> {
         }
     }
 }
+
+/// Deletes the cluster-scoped object `kind`/`name` when dropped, also while a check unwinds.
+pub struct DeleteOnDrop<'a>(pub &'a Env, pub &'static str, pub &'static str);
+
+impl Drop for DeleteOnDrop<'_> {
+    fn drop(&mut self) {
+        let Self(env, kind, name) = *self;
+        let _ = env.kubectl(&["delete", "--ignore-not-found", kind, name], None);
+    }
+}

@@ -10,7 +10,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::Check;
-use crate::env::{Env, memcached};
+use crate::env::{DeleteOnDrop, Env, memcached};
 use crate::webhook::{self, MUTATE, VALIDATE, Webhook};
 
 pub fn checks() -> Vec<Check> {
@@ -144,24 +144,8 @@ struct Cleanup<'a>(&'a Env);
 impl Drop for Cleanup<'_> {
     fn drop(&mut self) {
         let env = self.0;
-        let _ = env.kubectl(
-            &[
-                "delete",
-                "--ignore-not-found",
-                "mutatingwebhookconfiguration",
-                MWC,
-            ],
-            None,
-        );
-        let _ = env.kubectl(
-            &[
-                "delete",
-                "--ignore-not-found",
-                "validatingwebhookconfiguration",
-                VWC,
-            ],
-            None,
-        );
+        drop(DeleteOnDrop(env, "mutatingwebhookconfiguration", MWC));
+        drop(DeleteOnDrop(env, "validatingwebhookconfiguration", VWC));
         drop(crate::env::Restore(env));
     }
 }
@@ -236,27 +220,13 @@ fn readme_patches_hand_over_without_gap_or_overlap(env: &Env) {
 /// map that does not exist), and the README's variant, which adds the map first, is accepted.
 fn configuration_without_annotations_needs_the_readme_variant(env: &Env) {
     const HELM: &str = "memcached-operator-mutating";
-    struct Delete<'a>(&'a Env);
-    impl Drop for Delete<'_> {
-        fn drop(&mut self) {
-            let _ = self.0.kubectl(
-                &[
-                    "delete",
-                    "--ignore-not-found",
-                    "mutatingwebhookconfiguration",
-                    HELM,
-                ],
-                None,
-            );
-        }
-    }
     let operator = Webhook::start(&[]);
     let mut configuration = operator_configurations(&operator).remove(0);
     configuration["metadata"] = json!({"name": HELM});
     // Only objects with this label: the shipped configurations judge everything else.
     configuration["webhooks"][0]["objectSelector"] =
         json!({"matchLabels": {"test.example.com/helm": "true"}});
-    let _delete = Delete(env);
+    let _delete = DeleteOnDrop(env, "mutatingwebhookconfiguration", HELM);
     // create, not apply: apply would add its last-applied annotation.
     env.ok(&["create", "-f", "-"], Some(&configuration.to_string()));
 

@@ -15,7 +15,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
 
 use crate::Check;
-use crate::env::{Env, memcached};
+use crate::env::{DeleteOnDrop, Env, memcached};
 use crate::pki::Ca;
 use crate::webhook::MUTATE;
 
@@ -110,27 +110,10 @@ fn answer_reviews(stream: impl Read + Write, calls: &AtomicU64) -> std::io::Resu
     }
 }
 
-/// Removes the test's mutating configuration when dropped, also on panic.
-struct Remove<'a>(&'a Env);
-
-impl Drop for Remove<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.kubectl(
-            &[
-                "delete",
-                "--ignore-not-found",
-                "mutatingwebhookconfiguration",
-                CLEARER,
-            ],
-            None,
-        );
-    }
-}
-
 fn a_later_mutation_is_defaulted_again(env: &Env) {
     env.namespace(NS);
     let (port, ca, clearer_calls) = serve_clearer();
-    let _remove = Remove(env);
+    let _remove = DeleteOnDrop(env, "mutatingwebhookconfiguration", CLEARER);
     // Named after ours, so the API server calls it second (configurations go by name).
     let configuration = json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
