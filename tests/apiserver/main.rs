@@ -16,18 +16,13 @@ use std::sync::Arc;
 
 use libtest_mimic::{Arguments, Failed, Trial};
 
-// The harness: helpers for every check, so not each is used by every build of the suite.
 /// etcd, kube-apiserver, kubeconfig and kubectl.
-#[allow(dead_code)]
 mod cluster;
 /// The control plane with the webhook installed: what every check gets.
-#[allow(dead_code)]
 mod env;
 /// Throwaway CAs and certificates.
-#[allow(dead_code)]
 mod pki;
 /// The server process, its kubelet-style certificate directory, the shipped manifests.
-#[allow(dead_code)]
 mod webhook;
 
 /// --validation-actions=Warn,Audit: warnings and the audit annotation.
