@@ -26,9 +26,14 @@ impl Env {
             webhook::install_crd(&cluster);
             webhook::install_webhooks(&cluster, webhook.configurations());
         }));
-        if install.is_err() {
+        if let Err(panic) = install {
+            let why = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default();
             return Err(format!(
-                "installing the CRD and webhooks failed (see the panic above)\n{}\n--- server log ---\n{}",
+                "installing the CRD and webhooks failed: {why}\n--- kube-apiserver log ---\n{}\n--- server log ---\n{}",
                 cluster.log_tail("kube-apiserver"),
                 webhook.log_tail()
             ));

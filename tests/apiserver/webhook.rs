@@ -256,15 +256,27 @@ pub fn install_crd(cluster: &Cluster) {
             Some(&repo_file(&path)),
         );
     }
-    cluster.ok(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/memcacheds.memcached.c5c3.io",
-        ],
-        None,
-    );
+    // Polled here: `kubectl wait` fails at once while the CRD has no status.conditions yet.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let established = cluster.kubectl(
+            &[
+                "get",
+                "crd/memcacheds.memcached.c5c3.io",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Established\")].status}",
+            ],
+            None,
+        );
+        if established.stdout.trim() == "True" {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the CRD is not Established after 60 s: {established:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Applies `configurations` and waits until the API server calls them: an invalid dry-run
