@@ -2,14 +2,17 @@
 """Deployment checks: the manifests install what they say, validate, and agree with each other.
 
 - kustomize: `manifests/` (the webhook alone) builds and holds no CustomResourceDefinition,
-  `manifests/with-crd/` is the same objects plus the Memcached CRD, the ServiceMonitor component
-  builds from an overlay, and an overlay's `images:` entry picks the image with kubectl alone;
+  `manifests/with-crd/` is the same objects plus the Memcached CRD, the ServiceMonitor and
+  monitoring components build from an overlay, and an overlay's `images:` entry picks the image
+  with kubectl alone;
 - every object validates against the Kubernetes schemas (kubernetes-validate, strict, the oldest
   and newest Kubernetes supported); cert-manager and Prometheus Operator kinds against the small
   schemas below;
 - the CRD is what its generator writes, structural, carries exactly the webhook's defaults and
   accepts every test fixture, sample and documented example;
 - the webhook's objects agree with each other (ports, names, certificates, security, availability);
+  the monitoring component's alerts select the job its ServiceMonitor scrapes, and its dashboard
+  ConfigMap carries the dashboard file unchanged with Grafana's sidecar label;
 - hadolint passes Dockerfile.distroless and a release binary, if built, needs only the libraries
   distroless ships; node parses the k6 script and the fixtures it posts exist; ruff passes this
   file and the CRD generator.
@@ -256,6 +259,27 @@ EXTRA_SCHEMAS = {
                                             "scheme": {"enum": ["http", "https", "HTTP", "HTTPS"]},
                                             "interval": {"type": "string", "pattern": r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"},
                                             "scrapeTimeout": {"type": "string", "pattern": r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"}}}}}}}},
+    ("monitoring.coreos.com/v1", "PrometheusRule"): {
+        "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"], "additionalProperties": False,
+        "properties": {
+            "apiVersion": {}, "kind": {}, "metadata": meta,
+            "spec": {"type": "object", "additionalProperties": False, "required": ["groups"], "properties": {
+                "groups": {"type": "array", "minItems": 1, "items": {
+                    "type": "object", "additionalProperties": False, "required": ["name", "rules"],
+                    "properties": {
+                        "name": {"type": "string", "minLength": 1},
+                        "interval": {"type": "string"}, "limit": {"type": "integer"},
+                        "rules": {"type": "array", "minItems": 1, "items": {
+                            "type": "object", "additionalProperties": False, "required": ["expr"],
+                            "oneOf": [{"required": ["alert"]}, {"required": ["record"]}],
+                            "properties": {
+                                "alert": {"type": "string", "pattern": "^[a-zA-Z_][a-zA-Z0-9_]*$"},
+                                "record": {"type": "string"},
+                                "expr": {"type": "string", "minLength": 1},
+                                "for": {"type": "string", "pattern": r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"},
+                                "keep_firing_for": {"type": "string"},
+                                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                                "annotations": {"type": "object", "additionalProperties": {"type": "string"}}}}}}}}}}}},
 }
 
 
@@ -982,6 +1006,41 @@ def agree_service_monitor(w, with_sm):
     agree("ServiceMonitor component scrapes /metrics on 8080", p)
 
 
+def agree_monitoring(monitoring):
+    """The alerts select the job the Prometheus Operator gives the ServiceMonitor's targets (the
+    Service's name), and the dashboard ConfigMap is the dashboard file with the sidecar's label."""
+    p = []
+    rules = [o for o in monitoring if o["kind"] == "PrometheusRule"]
+    smon = [o for o in monitoring if o["kind"] == "ServiceMonitor"]
+    maps = [o for o in monitoring if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "memcached-webhook-dashboard"]
+    if len(rules) != 1 or len(smon) != 1 or len(maps) != 1:
+        agree("monitoring component: one PrometheusRule, one ServiceMonitor, one dashboard ConfigMap",
+              [f"{len(rules)} PrometheusRules, {len(smon)} ServiceMonitors, {len(maps)} dashboard ConfigMaps"])
+        return
+    svc = smon[0]["spec"]["selector"]["matchLabels"]
+    job = next(o["metadata"]["name"] for o in monitoring if o["kind"] == "Service"
+               and all(o["metadata"].get("labels", {}).get(k) == v for k, v in svc.items()))
+    for g in rules[0]["spec"]["groups"]:
+        for r in g["rules"]:
+            jobs = set(re.findall(r'job\s*=\s*"([^"]*)"', r["expr"]))
+            if jobs != {job}:
+                p.append(f"{r.get('alert', r.get('record'))} selects jobs {sorted(jobs)}, not {{{job!r}}}")
+    if rules[0]["metadata"].get("namespace") != "memcached-webhook-system":
+        p.append(f"the PrometheusRule is in namespace {rules[0]['metadata'].get('namespace')}")
+    agree(f"monitoring component: every alert selects job=\"{job}\" (the ServiceMonitor's Service)", p)
+
+    p = []
+    cm = maps[0]
+    source = pathlib.Path("manifests/components/monitoring/memcached-webhook-dashboard.json")
+    if cm["metadata"].get("labels", {}).get("grafana_dashboard") != "1":
+        p.append("no label grafana_dashboard: \"1\"")
+    if cm.get("data") != {source.name: source.read_text()}:
+        p.append(f"data is not exactly {{{source.name}: the file}}: keys {sorted(cm.get('data', {}))}")
+    if cm["metadata"].get("namespace") != "memcached-webhook-system":
+        p.append(f"namespace {cm['metadata'].get('namespace')}")
+    agree(f"monitoring component: ConfigMap {cm['metadata']['name']} is {source} with grafana_dashboard: \"1\"", p)
+
+
 # ============================ Dockerfile, release binary ============================
 # The runtime image (distroless cc-debian12) has glibc, libm, libgcc_s and nothing else.
 DISTROLESS_LIBS = re.compile(r"^(linux-vdso\.so|/lib64/ld-linux|ld-linux|libc\.so|libm\.so|libgcc_s\.so|libdl\.so|"
@@ -1047,7 +1106,7 @@ def check_k6():
 
 def check_lint():
     ruff = tool("ruff")
-    files = [".ci/check_deploy.py", "manifests/components/crd/generate.py"]
+    files = [".ci/check_deploy.py", ".ci/check_monitoring.py", "manifests/components/crd/generate.py"]
     if ruff is None:
         report(False, "ruff: the Python checks", "ruff not found (PyPI ruff)")
         return
@@ -1067,12 +1126,18 @@ kind: Kustomization
 resources: [{manifests}]
 components: [{manifests}/components/servicemonitor]
 """)
+        monitoring = overlay(tmp, "monitoring", """\
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [{manifests}]
+components: [{manifests}/components/servicemonitor, {manifests}/components/monitoring]
+""")
         if webhook is not None:
             check_no_crd(webhook)
             check_image_overlay(tmp, webhook)
         if webhook is not None and with_crd is not None:
             check_with_crd(webhook, with_crd)
-    check_schemas((webhook or []) + (with_crd or []) + (with_sm or []))
+    check_schemas((webhook or []) + (with_crd or []) + (with_sm or []) + (monitoring or []))
     crds = [o for o in with_crd or [] if o["kind"] == "CustomResourceDefinition"]
     check_examples(check_crd(crds[0] if len(crds) == 1 else None))
     w = webhook_view(webhook or [])
@@ -1081,6 +1146,7 @@ components: [{manifests}/components/servicemonitor]
                           agree_availability, agree_pod_security, agree_pods, agree_network_policy):
             agreement(w)
         agree_service_monitor(w, with_sm or [])
+    agree_monitoring(monitoring or [])
     check_dockerfile()
     check_k6()
     check_lint()

@@ -132,6 +132,9 @@ pub struct Metrics {
     pub handshake_failures: Counter,
     pub handshake_timeouts: Counter,
     pub connections_open: Gauge,
+    /// 1 while `/readyz` answers 200, else 0: set from the server's state at each scrape, so an
+    /// alert can count ready pods with this server's metrics alone.
+    pub ready: Gauge,
     /// Webhook connections by state, evictions, time over the eviction threshold (`server::slots`).
     pub connections: Connections,
     /// Certificate reloads by result, and the served leaf's notAfter (Unix seconds: alert
@@ -294,6 +297,13 @@ impl Metrics {
             connections_open.clone(),
         );
 
+        let ready = Gauge::default();
+        registry.register(
+            "memcached_webhook_ready",
+            "1 while /readyz answers 200 (a certificate loaded, the webhook port accepting, no shutdown begun), else 0",
+            ready.clone(),
+        );
+
         let states = Family::<Labels, Gauge>::default();
         let evictions = Family::<Labels, Counter>::default();
         let connections = Connections {
@@ -397,6 +407,7 @@ impl Metrics {
             handshake_failures,
             handshake_timeouts,
             connections_open,
+            ready,
             connections,
             certificates: crate::tls::reload::Stats {
                 reloads_ok: cert_reloads_ok,

@@ -25,6 +25,8 @@ mod memcached_oracle;
 mod memory;
 /// /metrics after a known sequence of requests.
 mod metrics;
+/// The monitoring component's alerts and dashboard query only what the server serves.
+mod monitoring;
 /// POST /mutate end to end, and every malformed request.
 mod mutate;
 /// Ratcheting on UPDATE, deletion never blocked, --validation-actions, audit annotations.

@@ -21,9 +21,11 @@ pub async fn serve(listener: TcpListener, state: Arc<State>) {
 }
 
 /// Serves `GET /metrics` until the task is aborted.
-pub async fn serve_metrics(listener: TcpListener, metrics: Arc<crate::metrics::Metrics>) {
+pub async fn serve_metrics(listener: TcpListener, state: Arc<State>) {
     plain(listener, move |method, path| match (method, path) {
         (&Method::GET, "/metrics") => {
+            let metrics = &state.metrics;
+            metrics.ready.set(i64::from(state.not_ready().is_none()));
             let mut response = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(
                 metrics.render(),
             )));
