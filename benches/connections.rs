@@ -8,8 +8,8 @@
 //! - silent: TCP connections that never send a byte;
 //! - idle: a TLS handshake and one review each, then an idle keep-alive;
 //! - slow-head: a TLS handshake, then a request head at one byte every 2 s;
-//! - stalled-hello (not in the table, for the cost of a handshaking connection): the
-//!   first bytes of a ClientHello, then nothing.
+//! - stalled-hello (not in the table): the first bytes of a ClientHello, then nothing
+//!   (the cheapest way to start a handshake; it takes no slot until the ClientHello is whole).
 //!
 //! A hostile connection the server closes is opened again after `CONNS_RECONNECT_MS`
 //! (default 1000), as an attacker holding that many sockets would.
