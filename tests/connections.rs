@@ -40,6 +40,17 @@ fn sample(text: &str, series: &str) -> f64 {
         .unwrap_or_else(|| panic!("{series} not in the metrics:\n{text}"))
 }
 
+/// A well-behaved client is answered, and by then at least `least` connections were closed to
+/// make room for the `reason` label; returns the metrics text.
+async fn answered_after_evictions(server: &TestServer, reason: &str, least: u32) -> String {
+    well_behaved_is_answered(server).await;
+    let text = server.scrape().await;
+    let series = format!("memcached_webhook_connection_evictions_total{{reason=\"{reason}\"}}");
+    let evicted = sample(&text, &series);
+    assert!(evicted >= f64::from(least), "{series}: {evicted}");
+    text
+}
+
 fn head(length: usize) -> String {
     format!(
         "POST {MUTATE} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
@@ -83,13 +94,7 @@ async fn connections_that_never_send_a_byte_take_no_slot() {
     for _ in 0..3 * PRE_HANDSHAKE {
         silent.push(TcpStream::connect(server.webhook).await.unwrap());
     }
-    well_behaved_is_answered(&server).await;
-    let text = server.scrape().await;
-    let evicted = sample(
-        &text,
-        r#"memcached_webhook_connection_evictions_total{reason="pre_handshake"}"#,
-    );
-    assert!(evicted >= f64::from(PRE_HANDSHAKE), "{evicted}");
+    let text = answered_after_evictions(&server, "pre_handshake", PRE_HANDSHAKE).await;
     let held = sample(
         &text,
         r#"memcached_webhook_connections{state="pre_handshake"}"#,
@@ -115,13 +120,7 @@ async fn idle_keep_alives_give_way_to_a_new_client() {
         assert_eq!(code, hyper::StatusCode::OK);
         idle.push(client);
     }
-    well_behaved_is_answered(&server).await;
-    let text = server.scrape().await;
-    let evicted = sample(
-        &text,
-        r#"memcached_webhook_connection_evictions_total{reason="idle"}"#,
-    );
-    assert!(evicted >= f64::from(2 * SLOTS), "{evicted}");
+    let text = answered_after_evictions(&server, "idle", 2 * SLOTS).await;
     assert!(
         sample(&text, "memcached_webhook_connection_pressure_seconds_total") >= 0.0,
         "the pressure counter is exposed"
@@ -148,13 +147,7 @@ async fn slow_request_heads_give_way_to_a_new_client() {
         tls.flush().await.unwrap();
         slow.push(tls);
     }
-    well_behaved_is_answered(&server).await;
-    let text = server.scrape().await;
-    let evicted = sample(
-        &text,
-        r#"memcached_webhook_connection_evictions_total{reason="incomplete"}"#,
-    );
-    assert!(evicted >= f64::from(2 * SLOTS), "{evicted}");
+    answered_after_evictions(&server, "incomplete", 2 * SLOTS).await;
     // The oldest was cut without an answer.
     assert_eq!(status(&mut slow[0]).await, 0);
     server.stop().await.unwrap();
@@ -201,5 +194,68 @@ async fn a_request_in_service_is_never_cut_to_make_room() {
         .await
         .expect("the waiting client is answered once slots free up")
         .unwrap();
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_hello_takes_a_slot_only_once_it_has_arrived_whole() {
+    let server = start().await;
+    // More stalled ClientHellos than slots (a record header announcing 512 bytes, and 4 of
+    // them): none takes a slot or TLS state, and none is closed to make room for another.
+    let mut stalled = Vec::new();
+    for _ in 0..12 {
+        let mut tcp = TcpStream::connect(server.webhook).await.unwrap();
+        tcp.write_all(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc")
+            .await
+            .unwrap();
+        stalled.push(tcp);
+    }
+    let states = |pre: f64| {
+        let server = &server;
+        move || async move {
+            let text = server.scrape().await;
+            sample(
+                &text,
+                r#"memcached_webhook_connections{state="pre_handshake"}"#,
+            ) == pre
+                && sample(
+                    &text,
+                    r#"memcached_webhook_connections{state="handshaking"}"#,
+                ) == 0.0
+        }
+    };
+    util::eventually(ANSWERED_WITHIN, states(12.0)).await;
+    well_behaved_is_answered(&server).await;
+
+    // A real ClientHello that arrives in two parts (a slow network) waits for the second,
+    // still without a slot, and is then served.
+    let relay = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let relay_addr = relay.local_addr().unwrap();
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let upstream = server.webhook;
+    let relaying = tokio::spawn(async move {
+        let (mut client, _) = relay.accept().await.unwrap();
+        let mut hello = vec![0u8; 16 * 1024];
+        let n = client.read(&mut hello).await.unwrap();
+        let mut to_server = TcpStream::connect(upstream).await.unwrap();
+        to_server.write_all(&hello[..3]).await.unwrap();
+        released.await.unwrap();
+        to_server.write_all(&hello[3..n]).await.unwrap();
+        tokio::io::copy_bidirectional(&mut client, &mut to_server)
+            .await
+            .ok();
+    });
+    let slow = tokio::spawn({
+        let ca = server.ca_pem.clone();
+        async move { util::still_serving_at(relay_addr, &ca).await }
+    });
+    util::eventually(ANSWERED_WITHIN, states(13.0)).await;
+    release.send(()).unwrap();
+    tokio::time::timeout(ANSWERED_WITHIN, slow)
+        .await
+        .expect("a ClientHello in two parts is served")
+        .unwrap();
+    relaying.abort();
+    drop(stalled);
     server.stop().await.unwrap();
 }

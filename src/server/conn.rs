@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
@@ -66,7 +66,8 @@ pub(crate) struct Shared {
 impl Shared {
     /// Serves one accepted TCP connection to its end, or until a deadline, an eviction or the
     /// drain cuts it off. This stage is kept small (its future is what every pre-handshake
-    /// connection costs): the TLS and HTTP stage is boxed and allocated only once bytes came.
+    /// connection costs): the TLS and HTTP stage is boxed and allocated only once the client's
+    /// first TLS record has arrived whole.
     pub async fn run(
         self: Arc<Self>,
         tcp: TcpStream,
@@ -78,9 +79,7 @@ impl Shared {
         let conn = ticket.0.clone();
         let slot = tokio::select! {
             slot = async {
-                // Not `readable()`, which may wake without data (tokio says so): a peek waits for
-                // a byte, or the end (then the handshake fails at once).
-                tcp.peek(&mut [0u8; 1]).await.ok()?;
+                client_hello(&tcp).await.ok()?;
                 self.slots.take(&ticket).await
             } => slot,
             () = tokio::time::sleep_until(deadline) => {
@@ -194,6 +193,57 @@ impl Shared {
     }
 }
 
+/// The TLS record header: content type, version, length.
+const RECORD_HEADER: usize = 5;
+/// A handshake record, the ClientHello's.
+const HANDSHAKE: u8 = 0x16;
+/// The longest TLS plaintext record (RFC 8446, 5.1): a longer one is refused by rustls at once.
+const MAX_RECORD: usize = 1 << 14;
+
+/// Waits, without a buffer or TLS state, until the client's first TLS record (its ClientHello)
+/// has arrived whole in the socket, or its bytes show it never will (not a handshake record, a
+/// length no record has, the end): then rustls takes over and answers or fails at once. A real
+/// client sends its ClientHello in one go; a client that sends part of one and stalls (the
+/// cheapest way to hold a TLS slot) so never takes a slot, and is closed by the handshake
+/// deadline or the pre-handshake ceiling.
+async fn client_hello(tcp: &TcpStream) -> io::Result<()> {
+    loop {
+        // Not a bare `readable()`, which may wake without data (tokio says so): `try_io` checks,
+        // and clears the readiness when there is not enough yet.
+        if tcp.ready(Interest::READABLE).await?.is_read_closed() {
+            return Ok(());
+        }
+        match tcp.try_io(Interest::READABLE, || first_record_arrived(tcp)) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            done => return done,
+        }
+    }
+}
+
+/// `Ok` when the first record is all in the socket's receive queue (or never will be: see
+/// [`client_hello`]), `WouldBlock` while more of it is due. Peeks, never reads.
+fn first_record_arrived(tcp: &TcpStream) -> io::Result<()> {
+    use rustix::net::{RecvFlags, recv};
+    let mut header = [0u8; RECORD_HEADER];
+    let (seen, _) = recv(tcp, &mut header, RecvFlags::PEEK | RecvFlags::DONTWAIT)?;
+    if seen == 0 || header[0] != HANDSHAKE {
+        return Ok(()); // the end, or not TLS: rustls says so
+    }
+    if seen < RECORD_HEADER {
+        return Err(io::ErrorKind::WouldBlock.into());
+    }
+    let length = usize::from(u16::from_be_bytes([header[3], header[4]]));
+    if length > MAX_RECORD {
+        return Ok(());
+    }
+    let queued = rustix::io::ioctl_fionread(tcp)?;
+    if queued >= (RECORD_HEADER + length) as u64 {
+        Ok(())
+    } else {
+        Err(io::ErrorKind::WouldBlock.into())
+    }
+}
+
 /// The TLS stream, reporting HTTP/1 reads to its connection's state.
 struct Tracked<S> {
     inner: S,
@@ -253,5 +303,67 @@ struct Open<'a>(&'a prometheus_client::metrics::gauge::Gauge);
 impl Drop for Open<'_> {
     fn drop(&mut self) {
         self.0.dec();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    /// A loopback pair: what the client writes is in the server side's receive queue.
+    async fn pair() -> (TcpStream, TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        (client, server)
+    }
+
+    /// Writes `bytes`, waits for them to be queued, and asks whether the first record arrived.
+    async fn after(client: &mut TcpStream, server: &TcpStream, bytes: &[u8]) -> bool {
+        client.write_all(bytes).await.unwrap();
+        client.flush().await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), client_hello(server))
+            .await
+            .is_ok()
+    }
+
+    /// Still waiting for more after 200 ms.
+    async fn waiting(server: &TcpStream) -> bool {
+        tokio::time::timeout(Duration::from_millis(200), client_hello(server))
+            .await
+            .is_err()
+    }
+
+    #[tokio::test]
+    async fn a_handshake_record_is_waited_for_until_whole() {
+        let (mut client, server) = pair().await;
+        assert!(waiting(&server).await, "nothing sent yet");
+        client.write_all(b"\x16\x03").await.unwrap();
+        assert!(waiting(&server).await, "part of a header");
+        // A header announcing 4 bytes, and 2 of them.
+        client.write_all(b"\x01\x00\x04\x01\x00").await.unwrap();
+        assert!(waiting(&server).await, "2 of 4 bytes");
+        assert!(after(&mut client, &server, b"\x00\x00").await, "all 4");
+    }
+
+    #[tokio::test]
+    async fn what_is_not_a_client_hello_goes_to_rustls_at_once() {
+        let (mut client, server) = pair().await;
+        assert!(after(&mut client, &server, b"GET / HTTP/1.1\r\n").await);
+        let (mut client, server) = pair().await;
+        // A length no record has.
+        assert!(after(&mut client, &server, b"\x16\x03\x01\xff\xff").await);
+        let (mut client, server) = pair().await;
+        // Part of a record, then the end.
+        client.write_all(b"\x16\x03\x01\x02\x00\x01").await.unwrap();
+        drop(client.shutdown().await);
+        assert!(
+            tokio::time::timeout(Duration::from_secs(5), client_hello(&server))
+                .await
+                .is_ok()
+        );
     }
 }
