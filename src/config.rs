@@ -160,7 +160,8 @@ pub struct Config {
 #[derive(Clone, Debug, Subcommand)]
 pub enum Command {
     /// Judge manifests offline as the webhooks would (exit 0: all admitted, 1: any denied,
-    /// 2: unreadable input).
+    /// 2: unreadable input). With no cluster, the rule that reads it (another autoscaler of the
+    /// Deployment, --autoscaler-conflicts) is not checked.
     Check(crate::check::Args),
 }
 
