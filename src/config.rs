@@ -145,6 +145,11 @@ pub struct Config {
     #[arg(long, value_enum, default_value_t = Switch::Off, value_name = "on|off")]
     pub autoscaler_conflicts: Switch,
 
+    /// With --autoscaler-conflicts: how often discovery is asked whether the cluster serves
+    /// KEDA's ScaledObjects (keda.sh/v1alpha1) while it does not, so a later KEDA install is seen.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
+    pub autoscaler_discovery_interval: Duration,
+
     /// Kubeconfig for --autoscaler-conflicts outside a cluster (else KUBECONFIG, ~/.kube/config,
     /// then the pod's service account).
     #[arg(long, value_name = "FILE")]

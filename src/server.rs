@@ -212,7 +212,11 @@ pub async fn serve(
                 Some(path) => watch::Credentials::Kubeconfig(path.clone()),
                 None => watch::Credentials::Infer,
             };
-            let task = tokio::spawn(watch::run(index.clone(), credentials));
+            let task = tokio::spawn(watch::run(
+                index.clone(),
+                credentials,
+                config.autoscaler_discovery_interval,
+            ));
             (Some(index), Some(task))
         }
     };

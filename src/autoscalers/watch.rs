@@ -1,6 +1,7 @@
 //! Keeps the [`Autoscalers`] index in step with the cluster: kube-runtime's watcher (list,
 //! bookmarks, re-list on 410 Gone) over HorizontalPodAutoscalers, and over KEDA ScaledObjects
-//! while discovery shows `keda.sh/v1alpha1` served (re-checked every minute).
+//! while discovery shows `keda.sh/v1alpha1` served (asked again every
+//! `--autoscaler-discovery-interval` while it is not).
 //!
 //! Never a way to block writes: any failure only marks the kind unavailable (the rule is then
 //! skipped with a warning), is logged once per change of reason, and is retried with
@@ -34,12 +35,11 @@ pub enum Credentials {
 /// connection to an API server that went silent is noticed within this long.
 const WATCH_TIMEOUT_SECS: u32 = 60;
 const READ_TIMEOUT: Duration = Duration::from_secs(75);
-/// How often discovery is asked whether KEDA's API is served (while it is not), and how long
-/// building a client waits before trying again after it failed.
-const RECHECK: Duration = Duration::from_secs(60);
 
 /// Runs until the task is aborted: builds the client, then watches HPAs and ScaledObjects.
-pub async fn run(index: Arc<Autoscalers>, credentials: Credentials) {
+/// `recheck`: how often discovery is asked whether KEDA's API is served (while it is not), and
+/// how long building a client waits before trying again after it failed.
+pub async fn run(index: Arc<Autoscalers>, credentials: Credentials, recheck: Duration) {
     let client = loop {
         match client(&credentials).await {
             Ok(client) => break client,
@@ -47,13 +47,13 @@ pub async fn run(index: Arc<Autoscalers>, credentials: Credentials) {
                 for kind in Kind::ALL {
                     report(&index, kind, Sync::Unavailable(why.clone()));
                 }
-                tokio::time::sleep(RECHECK).await;
+                tokio::time::sleep(recheck).await;
             }
         }
     };
     let errors = index.stats.watch_errors.clone();
     let hpas = watch(index.clone(), client.clone(), Kind::Hpa, errors[0].clone());
-    let keda = scaled_objects(index, client, errors[1].clone());
+    let keda = scaled_objects(index, client, errors[1].clone(), recheck);
     tokio::join!(hpas, keda);
 }
 
@@ -78,7 +78,12 @@ async fn client(credentials: &Credentials) -> Result<Client, String> {
 }
 
 /// ScaledObjects: watched while discovery shows the API served.
-async fn scaled_objects(index: Arc<Autoscalers>, client: Client, errors: Counter) {
+async fn scaled_objects(
+    index: Arc<Autoscalers>,
+    client: Client,
+    errors: Counter,
+    recheck: Duration,
+) {
     loop {
         match keda_served(&client).await {
             Ok(true) => {
@@ -93,12 +98,12 @@ async fn scaled_objects(index: Arc<Autoscalers>, client: Client, errors: Counter
             }
             Ok(false) => {
                 report(&index, Kind::ScaledObject, Sync::NotServed);
-                tokio::time::sleep(RECHECK).await;
+                tokio::time::sleep(recheck).await;
             }
             Err(why) => {
                 errors.inc();
                 report(&index, Kind::ScaledObject, Sync::Unavailable(why));
-                tokio::time::sleep(RECHECK).await;
+                tokio::time::sleep(recheck).await;
             }
         }
     }
@@ -187,7 +192,8 @@ fn report(index: &Autoscalers, kind: Kind, sync: Sync) {
         ),
         Sync::NotServed => tracing::info!(
             kind = what,
-            "autoscaler conflicts: the cluster does not serve {what}s (looked up every minute)"
+            "autoscaler conflicts: the cluster does not serve {what}s (discovery asks again \
+             every --autoscaler-discovery-interval)"
         ),
         Sync::Unavailable(why) => tracing::warn!(
             kind = what,
