@@ -77,7 +77,10 @@ fn another_autoscaler_is_refused_and_an_outage_never_blocks(env: &Env) {
         Some(&hpa("adopted", "adopted", None)),
     );
     // A foreign one beside them shows the watch has seen all three.
-    env.ok(&["apply", "-f", "-"], Some(&hpa("beside-scaler", "beside", None)));
+    env.ok(
+        &["apply", "-f", "-"],
+        Some(&hpa("beside-scaler", "beside", None)),
+    );
     create_until(env, "beside", json!({}), 5, |out| !out.ok);
     let autoscaling = json!({"autoscaling": {"enabled": true, "maxReplicas": 3},
         "resources": {"requests": {"cpu": "100m"}}});
