@@ -45,6 +45,7 @@ pub async fn run(index: Arc<Autoscalers>, credentials: Credentials, recheck: Dur
             Ok(client) => break client,
             Err(why) => {
                 for kind in Kind::ALL {
+                    index.stats.watch_errors[kind as usize].inc();
                     report(&index, kind, Sync::Unavailable(why.clone()));
                 }
                 tokio::time::sleep(recheck).await;
