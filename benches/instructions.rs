@@ -36,10 +36,10 @@ const CREATE_IR: u64 = 26_500;
 const UPDATE_IR: u64 = 42_400;
 const LARGE_IR: u64 = 717_400;
 const DENIAL_IR: u64 = 65_550;
-/// The admitted validation, without and with the autoscaler index: set on 2026-12-04 at the
-/// count plus 10 % (22,263 and 22,801).
-const ADMIT_IR: u64 = 24_500;
-const ADMIT_INDEXED_IR: u64 = 25_100;
+/// The admitted validation, without and with the autoscaler index: the count on 2026-12-04
+/// (x86_64, AVX2) plus 10 %: 21,797 and 22,104 (the lookup: +1.4 %).
+const ADMIT_IR: u64 = 24_000;
+const ADMIT_INDEXED_IR: u64 = 24_300;
 
 /// What a measured call gets: the request body in a buffer sized as the server sizes it
 /// (length + simd-json's padding, `server/route.rs`), the body as sent (the server's frames),
@@ -132,7 +132,10 @@ fn warmed_indexed(webhook: Webhook, file: &str, allowed: bool) -> Request {
     )
     .unwrap_or_else(|e| panic!("{file}: not an answerable review: {e}"));
     assert_eq!(verdict.allowed, allowed, "{file}: unexpected verdict");
-    assert_eq!(verdict.warnings, 0, "{file}: the index answered");
+    assert!(
+        !String::from_utf8_lossy(&out).contains("could not be checked"),
+        "{file}: the index did not answer"
+    );
     warmed(webhook, file, allowed)
 }
 

@@ -10,7 +10,7 @@
 
 pub mod watch;
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::{Mutex, RwLock};
 
 use prometheus_client::metrics::counter::Counter;
