@@ -805,7 +805,8 @@ def agree_namespace_and_labels(w):
     if ns["metadata"]["name"] != NS:
         p.append(f"namespace is {ns['metadata']['name']}")
     for o in objs:
-        if o["kind"] not in ("Namespace", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration") \
+        if o["kind"] not in ("Namespace", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+                             "ClusterRole", "ClusterRoleBinding") \
                 and o["metadata"].get("namespace") != NS:
             p.append(f"{o['kind']} {o['metadata']['name']} not in {NS}")
         if o["metadata"].get("labels", {}).get("app.kubernetes.io/name") != LABELS["app.kubernetes.io/name"]:
@@ -926,7 +927,10 @@ def agree_pod_security(w):
     p = []
     psc, csc = pod.get("securityContext", {}), c.get("securityContext", {})
     if sa.get("automountServiceAccountToken") is not False or pod.get("automountServiceAccountToken") is not False:
-        p.append("a service account token is mounted")
+        p.append("the service account token is mounted automatically (into every container, never expiring on old clusters)")
+    for v in pod.get("volumes", []):
+        if v.get("secret", {}).get("secretName", "").startswith(sa["metadata"]["name"] + "-token"):
+            p.append(f"volume {v['name']} mounts a legacy service-account token Secret")
     if pod.get("serviceAccountName") != sa["metadata"]["name"]:
         p.append("the pods do not use the ServiceAccount")
     if not (psc.get("runAsNonRoot") or csc.get("runAsNonRoot")):
@@ -946,7 +950,7 @@ def agree_pod_security(w):
     res = c.get("resources", {})
     if not all(k in res.get(r, {}) for r in ("requests", "limits") for k in ("cpu", "memory")):
         p.append(f"requests and limits for cpu and memory: {res}")
-    agree("pod security: restricted, no token, non-root 65532, read-only root, no capabilities, "
+    agree("pod security: restricted, no automatic token, non-root 65532, read-only root, no capabilities, "
           "RuntimeDefault, requests and limits", p)
 
 
@@ -972,6 +976,49 @@ def agree_pods(w):
         p.append(f"terminationGracePeriodSeconds {pod.get('terminationGracePeriodSeconds', 30)} does not cover "
                  f"--shutdown-delay + --shutdown-grace-period = {budget}s")
     agree("pods: probes on the health port, Secret mounted whole at --cert-dir, grace period covers the drain", p)
+
+
+API_SERVER_PORTS = [443, 6443]
+TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def agree_api_access(w):
+    """--autoscaler-conflicts=on needs exactly: a projected, expiring token where the in-cluster
+    client reads it, read-only RBAC on the two autoscaler kinds bound to the pods' account, and
+    egress to the API server's ports. Off, none of them."""
+    objs, sa, pod, args = w.objs, w.sa, w.pod, w.args
+    p = []
+    on = args.get("autoscaler-conflicts", "off") == "on"
+    projected = {v["name"]: v["projected"] for v in pod.get("volumes", []) if "projected" in v}
+    token_mounts = [m for m in w.mounts if m["name"] in projected and m["mountPath"] == TOKEN_DIR]
+    tokens = [s["serviceAccountToken"] for v in projected.values() for s in v.get("sources", [])
+              if "serviceAccountToken" in s]
+    roles = [o for o in objs if o["kind"] == "ClusterRole"]
+    bindings = [o for o in objs if o["kind"] == "ClusterRoleBinding"]
+    egress = sorted(x["port"] for rule in w.netpol["spec"].get("egress", []) for x in rule.get("ports", []))
+    if on:
+        if len(token_mounts) != 1 or not token_mounts[0].get("readOnly"):
+            p.append(f"no projected token mounted read-only at {TOKEN_DIR}")
+        if len(tokens) != 1 or tokens[0].get("path") != "token" or not 600 <= tokens[0].get("expirationSeconds", 3600) <= 86400:
+            p.append(f"the projected token is not one expiring `token`: {tokens}")
+        want = {("autoscaling", "horizontalpodautoscalers"), ("keda.sh", "scaledobjects")}
+        rules = [r for role in roles for r in role.get("rules", [])]
+        granted = {(g, r) for rule in rules for g in rule.get("apiGroups", []) for r in rule.get("resources", [])}
+        verbs = {v for rule in rules for v in rule.get("verbs", [])}
+        if len(roles) != 1 or granted != want or verbs != {"get", "list", "watch"}:
+            p.append(f"the ClusterRole grants {sorted(granted)} {sorted(verbs)}, not get/list/watch on {sorted(want)}")
+        bound = [(b["roleRef"]["name"], s.get("kind"), s.get("name"), s.get("namespace")) for b in bindings
+                 for s in b.get("subjects", [])]
+        account = (roles[0]["metadata"]["name"] if roles else None, "ServiceAccount", sa["metadata"]["name"],
+                   sa["metadata"]["namespace"])
+        if bound != [account]:
+            p.append(f"the ClusterRoleBinding binds {bound}, not {account}")
+        if egress != API_SERVER_PORTS or any("to" in rule for rule in w.netpol["spec"].get("egress", [])):
+            p.append(f"NetworkPolicy egress {egress} is not the API server's ports {API_SERVER_PORTS} to anywhere")
+    elif token_mounts or tokens or roles or bindings or egress:
+        p.append("--autoscaler-conflicts is off but a token, RBAC or egress is there")
+    agree("API access: --autoscaler-conflicts=on with a projected expiring token, read-only RBAC on "
+          "HPAs and ScaledObjects, egress to the API server's ports only", p)
 
 
 def agree_network_policy(w):
@@ -1143,7 +1190,8 @@ components: [{manifests}/components/servicemonitor, {manifests}/components/monit
     w = webhook_view(webhook or [])
     if w is not None:
         for agreement in (agree_namespace_and_labels, agree_ports_and_service, agree_webhooks, agree_cert_manager,
-                          agree_availability, agree_pod_security, agree_pods, agree_network_policy):
+                          agree_availability, agree_pod_security, agree_pods, agree_network_policy,
+                          agree_api_access):
             agreement(w)
         agree_service_monitor(w, with_sm or [])
     agree_monitoring(monitoring or [])

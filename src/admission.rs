@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use simd_json::{Buffers, Tape};
 
+use crate::autoscalers::Autoscalers;
 use crate::json::{self, TypeError, Val};
 use crate::memcached::validate::{FieldError, Rule};
 use crate::memcached::{self, defaults, validate};
@@ -409,7 +410,29 @@ pub fn review(
     out: &mut Vec<u8>,
     started: Instant,
 ) -> Result<Verdict, BadReview> {
-    review_blanking(webhook, actions, body, Some(original), out, started)
+    review_blanking(webhook, actions, None, body, Some(original), out, started)
+}
+
+/// [`review`], the validating webhook also judging against the cluster's other autoscalers
+/// (`--autoscaler-conflicts=on`).
+pub fn review_in(
+    webhook: Webhook,
+    actions: Actions,
+    autoscalers: &Autoscalers,
+    body: &mut Vec<u8>,
+    original: impl FnOnce(&mut Vec<u8>),
+    out: &mut Vec<u8>,
+    started: Instant,
+) -> Result<Verdict, BadReview> {
+    review_blanking(
+        webhook,
+        actions,
+        Some(autoscalers),
+        body,
+        Some(original),
+        out,
+        started,
+    )
 }
 
 /// [`review`] parsing the whole body, `managedFields` included: for a body whose bytes as sent
@@ -421,9 +444,22 @@ pub fn review_whole(
     out: &mut Vec<u8>,
     started: Instant,
 ) -> Result<Verdict, BadReview> {
+    review_whole_in(webhook, actions, None, body, out, started)
+}
+
+/// [`review_whole`] with the autoscaler index when `--autoscaler-conflicts=on`.
+pub fn review_whole_in(
+    webhook: Webhook,
+    actions: Actions,
+    autoscalers: Option<&Autoscalers>,
+    body: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+    started: Instant,
+) -> Result<Verdict, BadReview> {
     review_blanking(
         webhook,
         actions,
+        autoscalers,
         body,
         None::<fn(&mut Vec<u8>)>,
         out,
@@ -435,6 +471,7 @@ pub fn review_whole(
 fn review_blanking(
     webhook: Webhook,
     actions: Actions,
+    autoscalers: Option<&Autoscalers>,
     body: &mut Vec<u8>,
     original: Option<impl FnOnce(&mut Vec<u8>)>,
     out: &mut Vec<u8>,
@@ -474,7 +511,7 @@ fn review_blanking(
         }
         let result = match parsed {
             Ok(()) => parse(Val::root(&tape)).map(|(version, request)| {
-                let verdict = decide(webhook, actions, version, &request, patch, out);
+                let verdict = decide(webhook, actions, autoscalers, version, &request, patch, out);
                 log(webhook, &request, &verdict, started);
                 verdict
             }),
@@ -533,6 +570,7 @@ fn ends_open(text: &[u8]) -> bool {
 fn decide(
     webhook: Webhook,
     actions: Actions,
+    autoscalers: Option<&Autoscalers>,
     version: ApiVersion,
     req: &Request<'_, '_>,
     patch_buf: &mut Vec<u8>,
@@ -617,7 +655,16 @@ fn decide(
             admitted(version, req, &answer, Violations::default(), out)
         }
         Webhook::Validate => {
-            let outcome = validate::validate(&mc);
+            let cluster = autoscalers.map(|autoscalers| validate::Cluster {
+                namespace: req.namespace,
+                autoscalers,
+            });
+            let outcome = validate::validate_in(&mc, cluster);
+            if outcome.unchecked
+                && let Some(autoscalers) = autoscalers
+            {
+                autoscalers.stats.unchecked.inc();
+            }
             if outcome.errors.is_empty() {
                 let answer = Response {
                     warnings: &outcome.warnings,
@@ -625,7 +672,9 @@ fn decide(
                 };
                 return admitted(version, req, &answer, Violations::default(), out);
             }
-            judge(actions, version, req, object, mc.name, outcome, out)
+            judge(
+                actions, cluster, version, req, object, mc.name, outcome, out,
+            )
         }
     }
 }
@@ -636,8 +685,10 @@ const RATCHETED: &str = " (already stored; allowed until this field changes)";
 /// The answer to an object with violations: ratcheting against `oldObject` on UPDATE, then
 /// `actions`. Off the hot path: a valid object never gets here.
 #[cold]
+#[allow(clippy::too_many_arguments)] // each is one thing the answer depends on
 fn judge(
     actions: Actions,
+    cluster: Option<validate::Cluster<'_>>,
     version: ApiVersion,
     req: &Request<'_, '_>,
     object: Val<'_, '_>,
@@ -648,11 +699,12 @@ fn judge(
     let validate::Outcome {
         errors,
         warnings: advice,
+        unchecked: _,
     } = outcome;
     let (errors, stored) = match (req.operation, req.old_object) {
         (Some(Operation::Update), Some(old)) => match memcached::read(old) {
             Ok(old_mc) => {
-                let old_errors = validate::validate(&old_mc).errors;
+                let old_errors = validate::validate_in(&old_mc, cluster).errors;
                 validate::ratchet(errors, &old_errors, object, old)
             }
             Err(e) => {

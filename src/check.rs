@@ -1,6 +1,7 @@
 //! `memcached-webhook check`: the webhooks' verdicts on manifests, offline, for CI and GitOps.
 //! Each Memcached is put to [`admission::review`], the function the server answers with: the
-//! mutating webhook's patch is applied, then the validating webhook judges the result.
+//! mutating webhook's patch is applied, then the validating webhook judges the result. There is
+//! no cluster here, so the autoscaler-conflict rule (`--autoscaler-conflicts`) is not checked.
 
 pub mod input;
 pub mod yaml;

@@ -140,6 +140,21 @@ pub struct Config {
     #[arg(long, default_value = "Deny", value_name = "ACTIONS", value_parser = Actions::parse)]
     pub validation_actions: Actions,
 
+    /// Refuse a Memcached whose Deployment another HPA or KEDA ScaledObject already scales:
+    /// watches them cluster-wide (RBAC: get, list, watch). Off: no API server access at all.
+    #[arg(long, value_enum, default_value_t = Switch::Off, value_name = "on|off")]
+    pub autoscaler_conflicts: Switch,
+
+    /// With --autoscaler-conflicts: how often discovery is asked whether the cluster serves
+    /// KEDA's ScaledObjects (keda.sh/v1alpha1) while it does not, so a later KEDA install is seen.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
+    pub autoscaler_discovery_interval: Duration,
+
+    /// Kubeconfig for --autoscaler-conflicts outside a cluster (else KUBECONFIG, ~/.kube/config,
+    /// then the pod's service account).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
     /// Development mode: write a throwaway CA and serving certificate for localhost under
     /// --cert-dir (default certs/dev) if none is there, and narrow wildcard binds to 127.0.0.1.
     #[arg(long)]
@@ -150,7 +165,8 @@ pub struct Config {
 #[derive(Clone, Debug, Subcommand)]
 pub enum Command {
     /// Judge manifests offline as the webhooks would (exit 0: all admitted, 1: any denied,
-    /// 2: unreadable input).
+    /// 2: unreadable input). With no cluster, the rule that reads it (another autoscaler of the
+    /// Deployment, --autoscaler-conflicts) is not checked.
     Check(crate::check::Args),
 }
 
@@ -164,6 +180,13 @@ pub enum TlsVersion {
     V1_2,
     #[value(name = "1.3")]
     V1_3,
+}
+
+/// An on/off flag value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
 }
 
 /// `--log-format`.
@@ -258,6 +281,23 @@ mod tests {
             Some("0.0.0.0:8080".parse().unwrap())
         );
         assert!(!c.enable_http2);
+        assert_eq!(
+            c.autoscaler_conflicts,
+            Switch::Off,
+            "no API access unless asked"
+        );
+    }
+
+    #[test]
+    fn autoscaler_conflicts_is_on_or_off() {
+        let c = Config::try_parse_from(["x", "--autoscaler-conflicts=on", "--kubeconfig", "k"])
+            .unwrap();
+        assert_eq!(c.autoscaler_conflicts, Switch::On);
+        assert_eq!(c.kubeconfig, Some(PathBuf::from("k")));
+        let err = Config::try_parse_from(["x", "--autoscaler-conflicts=yes"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--autoscaler-conflicts"), "{err}");
     }
 
     #[test]

@@ -12,12 +12,14 @@
 //! - [`server`]: listeners, HTTP, routing, health probes and shutdown.
 //! - [`dev`]: throwaway certificates for running on a laptop.
 //! - [`check`]: the `check` subcommand, the webhooks' verdicts on manifests offline.
+//! - [`autoscalers`]: the cluster's HPAs and ScaledObjects, watched, for the conflict rule.
 
 // Allowed only in `admission::managed_fields` (its SIMD scan, and its tests), each use with
 // its proof.
 #![deny(unsafe_code)]
 
 pub mod admission;
+pub mod autoscalers;
 pub mod check;
 pub mod config;
 pub mod dev;

@@ -142,6 +142,8 @@ pub struct Metrics {
     pub certificates: crate::tls::reload::Stats,
     /// The budget for request bodies in flight (`server::budget`).
     pub body_budget: BodyBudget,
+    /// The autoscaler index and its watch (`--autoscaler-conflicts`; zero when off).
+    pub autoscalers: crate::autoscalers::Stats,
     process: Process,
 }
 
@@ -368,6 +370,46 @@ impl Metrics {
             body_budget.refusals.clone(),
         );
 
+        let autoscalers = crate::autoscalers::Stats::default();
+        let by_kind = |family: &Family<Labels, Gauge>| {
+            crate::autoscalers::Kind::ALL
+                .map(|k| family.get_or_create(&vec![("kind", k.label())]).clone())
+        };
+        let objects = Family::<Labels, Gauge>::default();
+        let synced = Family::<Labels, Gauge>::default();
+        let watch_errors = Family::<Labels, Counter>::default();
+        let autoscalers = crate::autoscalers::Stats {
+            objects: by_kind(&objects),
+            synced: by_kind(&synced),
+            watch_errors: crate::autoscalers::Kind::ALL.map(|k| {
+                watch_errors
+                    .get_or_create(&vec![("kind", k.label())])
+                    .clone()
+            }),
+            ..autoscalers
+        };
+        registry.register(
+            "memcached_webhook_autoscaler_conflicts_unchecked",
+            "Validations admitted without the autoscaler-conflict rule because the index could \
+             not be trusted (not listed yet, API server unreachable or forbidden)",
+            autoscalers.unchecked.clone(),
+        );
+        registry.register(
+            "memcached_webhook_autoscaler_index_objects",
+            "HPAs and ScaledObjects aimed at an apps Deployment, in the index, by kind",
+            objects,
+        );
+        registry.register(
+            "memcached_webhook_autoscaler_watch_synced",
+            "1 when the kind is listed and watched (or not served by the cluster), else 0",
+            synced,
+        );
+        registry.register(
+            "memcached_webhook_autoscaler_watch_errors",
+            "Failed lists, watches and discoveries of the autoscaler watch, by kind",
+            watch_errors,
+        );
+
         let process = Process::default();
         registry.register(
             "memcached_webhook_log_lines_dropped",
@@ -415,6 +457,7 @@ impl Metrics {
                 not_after: cert_expiry,
             },
             body_budget,
+            autoscalers,
             process,
         }
     }

@@ -21,6 +21,7 @@ use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio_rustls::TlsAcceptor;
 
+use crate::autoscalers::{Autoscalers, watch};
 use crate::config::Config;
 use crate::tls::{self, Resolver};
 
@@ -202,7 +203,28 @@ pub async fn serve(
     .map_err(Error::Tls)?;
     let acceptor = TlsAcceptor::from(Arc::new(tls));
     let limits = Arc::new(conn::Limits::from(&config));
-    let app = Arc::new(route::App::new(&config, state.metrics.clone()));
+    // Never waited for: readiness and serving do not depend on the API server (README).
+    let (autoscalers, watch) = match config.autoscaler_conflicts {
+        crate::config::Switch::Off => (None, None),
+        crate::config::Switch::On => {
+            let index = Arc::new(Autoscalers::new(state.metrics.autoscalers.clone()));
+            let credentials = match &config.kubeconfig {
+                Some(path) => watch::Credentials::Kubeconfig(path.clone()),
+                None => watch::Credentials::Infer,
+            };
+            let task = tokio::spawn(watch::run(
+                index.clone(),
+                credentials,
+                config.autoscaler_discovery_interval,
+            ));
+            (Some(index), Some(task))
+        }
+    };
+    let app = Arc::new(route::App::with_autoscalers(
+        &config,
+        state.metrics.clone(),
+        autoscalers,
+    ));
     let builder = Arc::new(http_builder(&config));
     let fd_limit = slots::raise_fd_limit();
     let pre_handshake_max = config.max_pre_handshake_connections.map_or_else(
@@ -286,6 +308,9 @@ pub async fn serve(
         tracing::warn!("grace period over; closing the remaining connections");
     }
     health.abort();
+    if let Some(watch) = watch {
+        watch.abort();
+    }
     if let Some(metrics) = metrics {
         metrics.abort();
     }

@@ -393,3 +393,95 @@ fn an_unreadable_old_object_is_judged_without_it_and_logged() {
     let body = with_old(object, object);
     assert_eq!(info_lines(Webhook::Validate, &body), "");
 }
+
+/// `--autoscaler-conflicts`: a CREATE is refused naming the other autoscaler (violations metric
+/// under its own rule); an UPDATE of an object that already had the conflict is admitted with the
+/// ratcheting warning; the mutating webhook never looks; an untrusted index admits with a
+/// warning.
+#[test]
+fn autoscaler_conflicts_go_through_actions_and_ratcheting() {
+    use crate::autoscalers::{Autoscalers, Controller, Kind, Object, Sync};
+    let index = Autoscalers::default();
+    let review_with = |index: &Autoscalers, webhook, body: &J| {
+        let sent = serde_json::to_vec(body).unwrap();
+        let mut body = sent.clone();
+        let mut out = Vec::new();
+        let verdict = review_in(
+            webhook,
+            Actions::DENY,
+            index,
+            &mut body,
+            |b| b.extend_from_slice(&sent),
+            &mut out,
+            Instant::now(),
+        )
+        .unwrap();
+        (verdict, serde_json::from_slice::<J>(&out).unwrap())
+    };
+    let object = json!({"apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",
+        "metadata": {"name": "cache", "namespace": "ns"}, "spec": {"replicas": 2}});
+    let request = |operation: &str| {
+        let mut request = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u", "kind": {"group": "memcached.c5c3.io", "version": "v1beta1",
+                "kind": "Memcached"}, "name": "cache", "namespace": "ns",
+                "operation": operation, "object": object}});
+        if operation == "UPDATE" {
+            let mut old = object.clone();
+            old["spec"]["replicas"] = json!(1);
+            request["request"]["oldObject"] = old;
+        }
+        request
+    };
+
+    // Not listed yet: admitted, with the warning.
+    let (verdict, answer) = review_with(&index, Webhook::Validate, &request("CREATE"));
+    assert!(verdict.allowed);
+    let warning = answer["response"]["warnings"][0].as_str().unwrap();
+    assert!(warning.contains("could not be checked"), "{answer}");
+    assert_eq!(index.stats.unchecked.get(), 1);
+
+    for kind in Kind::ALL {
+        index.list_started(kind);
+        index.listed(
+            kind,
+            &Object {
+                namespace: "ns".into(),
+                name: "other".into(),
+                deployment: Some("cache".into()),
+                controller: Controller::None,
+            },
+        );
+        index.list_done(kind);
+    }
+    let (verdict, answer) = review_with(&index, Webhook::Validate, &request("CREATE"));
+    assert!(!verdict.allowed);
+    assert_eq!(answer["response"]["status"]["code"], 422);
+    let message = answer["response"]["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("HorizontalPodAutoscaler 'other'")
+            && message.contains("ScaledObject 'other'"),
+        "{message}"
+    );
+    let denied: Vec<_> = verdict.violations.iter().collect();
+    assert_eq!(
+        denied,
+        [(Enforcement::Deny, Rule::AutoscalerConflict, 2)],
+        "{denied:?}"
+    );
+
+    let (verdict, answer) = review_with(&index, Webhook::Validate, &request("UPDATE"));
+    assert!(verdict.allowed, "{answer}");
+    let warnings = answer["response"]["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 2, "{answer}");
+    assert!(
+        warnings[0].as_str().unwrap().ends_with(RATCHETED),
+        "{answer}"
+    );
+
+    let (verdict, _) = review_with(&index, Webhook::Mutate, &request("CREATE"));
+    assert!(verdict.allowed);
+    index.set_sync(Kind::Hpa, Sync::Unavailable("connection refused".into()));
+    let (verdict, answer) = review_with(&index, Webhook::Validate, &request("CREATE"));
+    assert!(verdict.allowed, "{answer}");
+    assert_eq!(index.stats.unchecked.get(), 2);
+}

@@ -9,10 +9,12 @@
 //!
 //! Order: R1 memory limit, R2–R4 PDB, R5 graceful shutdown, R6–R7 secrets (SASL, TLS), R8–R10
 //! autoscaling (replicas, minReplicas, CPU request); then memcached start ([`start`]), images,
-//! Prometheus durations, the HPA ([`hpa`]); warnings last ([`warnings`]).
+//! Prometheus durations, the HPA ([`hpa`]), other autoscalers of the Deployment ([`autoscalers`],
+//! only where the cluster is known); warnings last ([`warnings`]).
 //!
 //! A valid spec allocates nothing here (field paths are rendered only for errors).
 
+mod autoscalers;
 mod hpa;
 mod start;
 mod warnings;
@@ -46,6 +48,10 @@ pub enum ErrorKind {
     NotSupported(String),
     /// `Forbidden`, as the apiserver reports a second HPA metric source.
     Forbidden,
+    /// `Forbidden` too, for the one rule that reads the cluster: another autoscaler already
+    /// scales the Memcached's Deployment ([`autoscalers`]). Its own kind so that the metric and
+    /// ratcheting can tell it apart.
+    Autoscaled,
 }
 
 impl fmt::Display for FieldError {
@@ -63,7 +69,7 @@ impl FieldError {
             ErrorKind::Invalid(_) => "FieldValueInvalid",
             ErrorKind::Required => "FieldValueRequired",
             ErrorKind::NotSupported(_) => "FieldValueNotSupported",
-            ErrorKind::Forbidden => "FieldValueForbidden",
+            ErrorKind::Forbidden | ErrorKind::Autoscaled => "FieldValueForbidden",
         };
         Cause {
             reason,
@@ -78,7 +84,7 @@ impl FieldError {
             ErrorKind::Invalid(value) => write!(f, "Invalid value: {value}")?,
             ErrorKind::Required => f.write_str("Required value")?,
             ErrorKind::NotSupported(value) => write!(f, "Unsupported value: {value}")?,
-            ErrorKind::Forbidden => f.write_str("Forbidden")?,
+            ErrorKind::Forbidden | ErrorKind::Autoscaled => f.write_str("Forbidden")?,
         }
         if !self.detail.is_empty() {
             write!(f, ": {}", self.detail)?;
@@ -113,13 +119,16 @@ impl FieldError {
             ErrorKind::Invalid(v) | ErrorKind::NotSupported(v) => {
                 !(self.field == PDB && v == "\"\"") && v != "{...}" && v != "[...]"
             }
-            ErrorKind::Required | ErrorKind::Forbidden => false,
+            ErrorKind::Required | ErrorKind::Forbidden | ErrorKind::Autoscaled => false,
         }
     }
 
     /// The check this error comes from, for the violations metric.
     pub fn rule(&self) -> Rule {
-        Rule::of(&self.field)
+        match self.kind {
+            ErrorKind::Autoscaled => Rule::AutoscalerConflict,
+            _ => Rule::of(&self.field),
+        }
     }
 }
 
@@ -148,12 +157,14 @@ pub enum Rule {
     Image,
     /// `spec.monitoring.serviceMonitor` durations.
     ServiceMonitor,
+    /// Another autoscaler already scales the Deployment (`--autoscaler-conflicts`).
+    AutoscalerConflict,
     /// A field no check above owns (a new check that was not given a rule yet).
     Other,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 11] = [
+    pub const ALL: [Rule; 12] = [
         Rule::MemoryLimit,
         Rule::PodDisruptionBudget,
         Rule::GracefulShutdown,
@@ -164,6 +175,7 @@ impl Rule {
         Rule::MemcachedFlags,
         Rule::Image,
         Rule::ServiceMonitor,
+        Rule::AutoscalerConflict,
         Rule::Other,
     ];
 
@@ -201,6 +213,7 @@ impl Rule {
             Rule::MemcachedFlags => "memcached_flags",
             Rule::Image => "image",
             Rule::ServiceMonitor => "service_monitor",
+            Rule::AutoscalerConflict => "autoscaler_conflict",
             Rule::Other => "other",
         }
     }
@@ -219,7 +232,9 @@ impl Rule {
 /// webhook existed yields the same messages as its defaulted update. Every message that can
 /// name the bad value does, so a bad value changed into another bad value is a new error; for
 /// the few that cannot ([`FieldError::names_value`]), the JSON at the field must also be
-/// unchanged between `old_object` and `object`.
+/// unchanged between `old_object` and `object`. An autoscaler conflict is already stored when
+/// the stored object had one with the same other autoscaler, whatever else changed: an
+/// autoscaler created after the Memcached must never freeze it.
 pub fn ratchet(
     errors: Vec<FieldError>,
     old: &[FieldError],
@@ -228,6 +243,12 @@ pub fn ratchet(
 ) -> (Vec<FieldError>, Vec<FieldError>) {
     let stored: std::collections::HashSet<&FieldError> = old.iter().collect();
     errors.into_iter().partition(|e| {
+        if e.kind == ErrorKind::Autoscaled {
+            let kept = old
+                .iter()
+                .any(|o| o.kind == ErrorKind::Autoscaled && o.detail == e.detail);
+            return !kept;
+        }
         let kept = stored.contains(e)
             && (e.names_value()
                 || match (
@@ -255,13 +276,33 @@ impl fmt::Display for Body<'_> {
 pub struct Outcome {
     pub errors: Vec<FieldError>,
     pub warnings: Vec<String>,
+    /// The autoscaler-conflict rule should have run but could not (a warning says why).
+    pub unchecked: bool,
 }
 
-/// Judges `mc` as it will be after defaulting.
+/// What the rules that read the cluster look at: the review's namespace and the index.
+#[derive(Clone, Copy, Debug)]
+pub struct Cluster<'a> {
+    /// `request.namespace`.
+    pub namespace: &'a str,
+    pub autoscalers: &'a crate::autoscalers::Autoscalers,
+}
+
+/// Judges `mc` as it will be after defaulting, by the rules that need no cluster (the `check`
+/// subcommand, the mutating webhook's tests).
 pub fn validate(mc: &Memcached<'_, '_>) -> Outcome {
+    validate_in(mc, None)
+}
+
+/// Judges `mc` as it will be after defaulting; with a `cluster`, also against the other
+/// autoscalers of its Deployment.
+pub fn validate_in(mc: &Memcached<'_, '_>, cluster: Option<Cluster<'_>>) -> Outcome {
     let mut out = Outcome::default();
-    // An absent or null spec becomes the defaulter's `SPEC_JSON`, which every rule admits.
+    // An absent or null spec becomes the defaulter's `SPEC_JSON`, which every other rule admits.
     let Some(spec) = mc.spec.get() else {
+        if let Some(cluster) = cluster {
+            autoscalers::check(mc.name, false, cluster, &mut out);
+        }
         return out;
     };
     let settings = Settings::of(spec);
@@ -280,6 +321,10 @@ pub fn validate(mc: &Memcached<'_, '_>) -> Outcome {
     prometheus(spec, errors);
     if let Some(autoscaling) = enabled_autoscaling(spec) {
         hpa::check(autoscaling, errors);
+    }
+    if let Some(cluster) = cluster {
+        let enabled = enabled_autoscaling(spec).is_some();
+        autoscalers::check(mc.name, enabled, cluster, &mut out);
     }
 
     warnings::collect(spec, &settings, &mut out.warnings);

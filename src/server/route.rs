@@ -19,6 +19,8 @@ use crate::config::Config;
 use crate::metrics::{BadRequest, Metrics};
 use std::sync::Arc;
 
+use crate::autoscalers::Autoscalers;
+
 /// The webhook port's request handler.
 #[derive(Debug)]
 pub struct App {
@@ -28,11 +30,22 @@ pub struct App {
     max_header_bytes: usize,
     body_read_timeout: Duration,
     validation_actions: admission::Actions,
+    /// `--autoscaler-conflicts=on`: the index the validating webhook looks other autoscalers up in.
+    autoscalers: Option<Arc<Autoscalers>>,
     budget: Budget,
 }
 
 impl App {
     pub fn new(config: &Config, metrics: Arc<Metrics>) -> Self {
+        App::with_autoscalers(config, metrics, None)
+    }
+
+    /// [`App::new`], judging against `autoscalers` when given.
+    pub fn with_autoscalers(
+        config: &Config,
+        metrics: Arc<Metrics>,
+        autoscalers: Option<Arc<Autoscalers>>,
+    ) -> Self {
         let budget_bytes = usize::try_from(config.max_inflight_body_bytes).unwrap_or(usize::MAX);
         App {
             budget: Budget::new(budget_bytes, metrics.clone()),
@@ -41,6 +54,7 @@ impl App {
             max_header_bytes: config.max_header_bytes as usize,
             body_read_timeout: config.body_read_timeout,
             validation_actions: config.validation_actions,
+            autoscalers,
         }
     }
 
@@ -134,6 +148,7 @@ impl App {
         // patch and audit annotations), so it is written without reallocating.
         let mut out = Vec::with_capacity(2048);
         let actions = self.validation_actions;
+        let autoscalers = self.autoscalers.as_deref();
         // No panic is expected; if one happens it costs this request (500), not the process.
         let reviewed = match received {
             Received::Frames(frames) => {
@@ -149,7 +164,14 @@ impl App {
                 frames.copy_into(&mut body);
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     let original = |body: &mut Vec<u8>| frames.copy_into(body);
-                    admission::review(webhook, actions, &mut body, original, &mut out, started)
+                    match autoscalers {
+                        Some(index) => admission::review_in(
+                            webhook, actions, index, &mut body, original, &mut out, started,
+                        ),
+                        None => admission::review(
+                            webhook, actions, &mut body, original, &mut out, started,
+                        ),
+                    }
                 }))
             }
             Received::Buffer(mut body) => {
@@ -163,7 +185,14 @@ impl App {
                     }
                 }
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    admission::review_whole(webhook, actions, &mut body, &mut out, started)
+                    admission::review_whole_in(
+                        webhook,
+                        actions,
+                        autoscalers,
+                        &mut body,
+                        &mut out,
+                        started,
+                    )
                 }))
             }
         };

@@ -27,6 +27,8 @@ mod webhook;
 
 /// --validation-actions=Warn,Audit: warnings and the audit annotation.
 mod actions;
+/// --autoscaler-conflicts=on: another HPA or ScaledObject of the Deployment; an outage never blocks.
+mod autoscalers;
 /// CREATE, UPDATE, dry-run and v1alpha1 writes come back defaulted as the README's table says.
 mod defaulting;
 /// The README's hand-over from the operator's configurations: never a gap, never two judges.
@@ -60,6 +62,7 @@ fn all_checks() -> Vec<Check> {
         actions::checks(),
         handover::checks(),
         outage::checks(),
+        autoscalers::checks(),
     ]
     .into_iter()
     .flatten()
