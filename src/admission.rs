@@ -593,7 +593,9 @@ fn decide(
     };
     let mc = match memcached::read(object) {
         Ok(mc) => mc,
-        Err(e) => return bad(out, &e.to_string()),
+        Err(malformed) => {
+            return refuse_malformed(webhook, version, req, object, malformed, out);
+        }
     };
     // Deletion is never blocked: the update that removes the last finalizer must go through,
     // and defaulting a terminating object would only give it a way to fail.
@@ -630,6 +632,112 @@ fn decide(
     }
 }
 
+/// The answer to an object with wrongly typed fields, each one a cause. The defaulting webhook
+/// cannot patch what it cannot read: 400, every cause in its message. The validating webhook
+/// answers 422 with every type error and every rule violation of what it could read, as the
+/// apiserver lists every cause it gets. Off the hot path.
+#[cold]
+fn refuse_malformed(
+    webhook: Webhook,
+    version: ApiVersion,
+    req: &Request<'_, '_>,
+    object: Val<'_, '_>,
+    malformed: Box<memcached::Malformed<'_, '_>>,
+    out: &mut Vec<u8>,
+) -> Verdict {
+    let mut causes: Vec<Cause> = malformed.errors.iter().map(type_cause).collect();
+    let mut violations = Violations::default();
+    let (code, reason, message) = match webhook {
+        Webhook::Mutate => (400, "BadRequest", malformed.to_string()),
+        Webhook::Validate => {
+            let outcome = validate::validate(&malformed.partial);
+            let errors: Vec<FieldError> = outcome
+                .errors
+                .into_iter()
+                .filter(|e| !malformed.covers(&e.field))
+                .collect();
+            let errors = match (req.operation, req.old_object) {
+                (Some(Operation::Update), Some(old)) if !errors.is_empty() => {
+                    ratcheted(req, errors, object, old).0
+                }
+                _ => errors,
+            };
+            for e in &errors {
+                violations.add(Enforcement::Deny, e.rule());
+            }
+            causes.extend(errors.iter().map(FieldError::cause));
+            let name = name_of(malformed.partial.name, req);
+            let texts = malformed
+                .errors
+                .iter()
+                .map(ToString::to_string)
+                .chain(errors.iter().map(ToString::to_string));
+            (422, "Invalid", invalid_message(name, texts))
+        }
+    };
+    let details = response::Details {
+        name: name_of(malformed.partial.name, req),
+        group: memcached::GROUP,
+        kind: memcached::KIND,
+        causes: &causes,
+    };
+    let status = Status {
+        code,
+        reason,
+        message: &message,
+        details: Some(details),
+    };
+    response::write(out, version, req.uid, &Response::denied(&status));
+    Verdict {
+        operation: req.operation,
+        allowed: false,
+        code,
+        patched: false,
+        warnings: 0,
+        violations,
+    }
+}
+
+/// `status.details.causes[]` of a wrongly typed field, as apimachinery's `field.TypeInvalid`.
+fn type_cause(e: &json::TypeError) -> Cause {
+    Cause {
+        reason: "FieldValueTypeInvalid",
+        message: format!("expected {}, found {}", e.expected, e.found),
+        field: e.field.to_string(),
+    }
+}
+
+/// The object's name for a denial: `metadata.name`, else the request's.
+fn name_of<'a>(name: &'a str, req: &Request<'a, '_>) -> &'a str {
+    if name.is_empty() { req.name } else { name }
+}
+
+/// Splits `errors` into the new ones and those `oldObject` already had (ratcheting); all are new
+/// when `oldObject` cannot be read.
+fn ratcheted(
+    req: &Request<'_, '_>,
+    errors: Vec<FieldError>,
+    object: Val<'_, '_>,
+    old: Val<'_, '_>,
+) -> (Vec<FieldError>, Vec<FieldError>) {
+    match memcached::read(old) {
+        Ok(old_mc) => {
+            let old_errors = validate::validate(&old_mc).errors;
+            validate::ratchet(errors, &old_errors, object, old)
+        }
+        Err(e) => {
+            tracing::info!(
+                uid = req.uid,
+                namespace = req.namespace,
+                name = req.name,
+                error = %e,
+                "oldObject cannot be read, so no violation is ratcheted: the update is judged alone"
+            );
+            (errors, Vec::new())
+        }
+    }
+}
+
 /// The warning for a violation the stored object already had.
 const RATCHETED: &str = " (already stored; allowed until this field changes)";
 
@@ -650,22 +758,7 @@ fn judge(
         warnings: advice,
     } = outcome;
     let (errors, stored) = match (req.operation, req.old_object) {
-        (Some(Operation::Update), Some(old)) => match memcached::read(old) {
-            Ok(old_mc) => {
-                let old_errors = validate::validate(&old_mc).errors;
-                validate::ratchet(errors, &old_errors, object, old)
-            }
-            Err(e) => {
-                tracing::info!(
-                    uid = req.uid,
-                    namespace = req.namespace,
-                    name = req.name,
-                    error = %e,
-                    "oldObject cannot be read, so no violation is ratcheted: the update is judged alone"
-                );
-                (errors, Vec::new())
-            }
-        },
+        (Some(Operation::Update), Some(old)) => ratcheted(req, errors, object, old),
         _ => (errors, Vec::new()),
     };
 
@@ -707,8 +800,8 @@ fn judge(
         };
         return admitted(version, req, &answer, violations, out);
     }
-    let name = if name.is_empty() { req.name } else { name };
-    let message = invalid_message(name, &errors);
+    let name = name_of(name, req);
+    let message = invalid_message(name, errors.iter().map(ToString::to_string));
     let causes: Vec<Cause> = errors.iter().map(FieldError::cause).collect();
     let details = response::Details {
         name,
@@ -759,16 +852,15 @@ fn admitted(
 
 /// apimachinery's `NewInvalid` message: `Memcached.memcached.c5c3.io "<name>" is invalid: <e>` with
 /// one error, or `[e1, e2]` (duplicates removed) with several.
-fn invalid_message(name: &str, errors: &[validate::FieldError]) -> String {
+fn invalid_message(name: &str, errors: impl Iterator<Item = String>) -> String {
     use std::fmt::Write as _;
     let mut message = format!(
         "{}.{} {name:?} is invalid: ",
         memcached::KIND,
         memcached::GROUP
     );
-    let mut seen: Vec<String> = Vec::with_capacity(errors.len());
-    for e in errors {
-        let text = e.to_string();
+    let mut seen: Vec<String> = Vec::new();
+    for text in errors {
         if !seen.contains(&text) {
             seen.push(text);
         }
