@@ -1,6 +1,9 @@
 //! The envelope: fixtures captured from a real kube-apiserver, and every way a body can be wrong.
 
 use super::*;
+use std::time::Instant;
+
+use crate::memcached::validate::Rule;
 use base64::Engine as _;
 use serde_json::{Value as J, json};
 
