@@ -521,33 +521,25 @@ fn write_all(
             file.display()
         )?;
     }
-    match args.report {
-        Report::Text => {
-            // Input that cannot be read goes to stderr, in the same `file:line:col:` form.
-            for e in report.errors {
-                writeln!(stderr, "memcached-webhook check: {e}")?;
-            }
-            if report.empty {
-                writeln!(stderr, "memcached-webhook check: {NOTHING_FOUND}")?;
-            }
-            let report_to: &mut dyn Write = if args.output.is_some() {
-                &mut *stderr
-            } else {
-                &mut *stdout
-            };
-            write_text(report_to, report)?;
-            report_to.flush()?;
+    if args.report == Report::Text {
+        // Input that cannot be read goes to stderr, in the same `file:line:col:` form.
+        for e in report.errors {
+            writeln!(stderr, "memcached-webhook check: {e}")?;
         }
-        Report::Json => {
-            let report_to: &mut dyn Write = if args.output.is_some() {
-                &mut *stderr
-            } else {
-                &mut *stdout
-            };
-            write_json(report_to, report)?;
-            report_to.flush()?;
+        if report.empty {
+            writeln!(stderr, "memcached-webhook check: {NOTHING_FOUND}")?;
         }
     }
+    let report_to: &mut dyn Write = if args.output.is_some() {
+        &mut *stderr
+    } else {
+        &mut *stdout
+    };
+    match args.report {
+        Report::Text => write_text(report_to, report)?,
+        Report::Json => write_json(report_to, report)?,
+    }
+    report_to.flush()?;
     for object in printed {
         match args.output {
             Some(Output::Yaml) => {
