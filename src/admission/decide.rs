@@ -129,7 +129,8 @@ pub(super) fn decide(
 const RATCHETED: &str = " (already stored; allowed until this field changes)";
 
 /// The answer to an object with violations: ratcheting against `oldObject` on UPDATE, then
-/// `actions`. Off the hot path: a valid object never gets here.
+/// `actions`. Off the hot path: a valid object never gets here. An `oldObject` the pipeline
+/// skipped is parsed here, on its own from its bytes, as only ratcheting reads it.
 #[cold]
 fn judge(
     actions: Actions,
@@ -144,7 +145,33 @@ fn judge(
         errors,
         warnings: advice,
     } = outcome;
-    let (errors, stored) = match (req.operation, req.old_object) {
+    let (mut text, tape);
+    let old_object = match req.old_object_text {
+        Some(old) => {
+            text = old.to_vec();
+            text.resize(old.len() + simd_json::INPUT_PADDING, b' ');
+            let mut parsed = simd_json::Tape::null();
+            let mut buffers = simd_json::Buffers::new(old.len());
+            match simd_json::fill_tape_padded(&mut text, old.len(), &mut buffers, &mut parsed) {
+                Ok(()) => {
+                    tape = parsed;
+                    Some(Val::root(&tape))
+                }
+                Err(e) => {
+                    tracing::info!(
+                        uid = req.uid,
+                        namespace = req.namespace,
+                        name = req.name,
+                        error = %e,
+                        "oldObject is not JSON, so no violation is ratcheted: the update is judged alone"
+                    );
+                    None
+                }
+            }
+        }
+        None => req.old_object,
+    };
+    let (errors, stored) = match (req.operation, old_object) {
         (Some(Operation::Update), Some(old)) => match memcached::read(old) {
             Ok(old_mc) => {
                 let old_errors = validate::validate(&old_mc).errors;
