@@ -5,16 +5,16 @@
 //! an RFC 6902 array and always comes with `patchType: "JSONPatch"`. A denial is HTTP 200 with
 //! `allowed: false`; only a body that is not an AdmissionReview at all gets an HTTP error.
 //!
-//! The review runs as a `pipeline` (blank what no rule reads, parse, verify, decide, log) over
+//! The review runs as a `pipeline` (skip what no rule reads, parse, verify, decide, log) over
 //! the `envelope`, with `decide` for the webhooks' answers and `enforcement` for what a
 //! violation does.
 
 mod decide;
 mod enforcement;
 mod envelope;
-mod managed_fields;
 mod pipeline;
 pub mod response;
+mod skip;
 
 pub use decide::Verdict;
 pub use enforcement::{Actions, Enforcement, Violations};
@@ -22,6 +22,7 @@ pub use envelope::{ApiVersion, BadReview, Operation, Request, parse};
 #[cfg(test)]
 use pipeline::{RETAIN_BELOW, retained};
 pub use pipeline::{review, review_whole};
+pub use skip::SKIPPED;
 
 /// Which webhook a request was sent to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -13,7 +13,7 @@
 //! - [`dev`]: throwaway certificates for running on a laptop.
 //! - [`check`]: the `check` subcommand, the webhooks' verdicts on manifests offline.
 
-// Allowed only in `admission::managed_fields` (its SIMD scan, and its tests), each use with
+// Allowed only in `admission::skip::scan` (its SIMD scan, and its tests), each use with
 // its proof.
 #![deny(unsafe_code)]
 

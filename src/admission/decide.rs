@@ -151,11 +151,10 @@ fn refuse_malformed(
                 .into_iter()
                 .filter(|e| !malformed.covers(&e.field))
                 .collect();
-            let errors = match (req.operation, req.old_object) {
-                (Some(Operation::Update), Some(old)) if !errors.is_empty() => {
-                    ratcheted(req, errors, object, old).0
-                }
-                _ => errors,
+            let errors = if errors.is_empty() {
+                errors
+            } else {
+                ratcheted(req, errors, object).0
             };
             for e in &errors {
                 violations.add(Enforcement::Deny, e.rule());
@@ -207,14 +206,46 @@ fn name_of<'a>(name: &'a str, req: &Request<'a, '_>) -> &'a str {
     if name.is_empty() { req.name } else { name }
 }
 
-/// Splits `errors` into the new ones and those `oldObject` already had (ratcheting); all are new
-/// when `oldObject` cannot be read.
+/// Splits `errors` into the new ones and those `oldObject` already had (ratcheting, on UPDATE);
+/// all are new when `oldObject` cannot be read. The stored object is parsed only here, when a
+/// violation needs it.
 fn ratcheted(
     req: &Request<'_, '_>,
     errors: Vec<FieldError>,
     object: Val<'_, '_>,
-    old: Val<'_, '_>,
 ) -> (Vec<FieldError>, Vec<FieldError>) {
+    if req.operation != Some(Operation::Update) {
+        return (errors, Vec::new());
+    }
+    let (mut text, tape);
+    let old_object = match req.old_object_text {
+        Some(old) => {
+            text = old.to_vec();
+            text.resize(old.len() + simd_json::INPUT_PADDING, b' ');
+            let mut parsed = simd_json::Tape::null();
+            let mut buffers = simd_json::Buffers::new(old.len());
+            match simd_json::fill_tape_padded(&mut text, old.len(), &mut buffers, &mut parsed) {
+                Ok(()) => {
+                    tape = parsed;
+                    Some(Val::root(&tape))
+                }
+                Err(e) => {
+                    tracing::info!(
+                        uid = req.uid,
+                        namespace = req.namespace,
+                        name = req.name,
+                        error = %e,
+                        "oldObject is not JSON, so no violation is ratcheted: the update is judged alone"
+                    );
+                    None
+                }
+            }
+        }
+        None => req.old_object,
+    };
+    let Some(old) = old_object else {
+        return (errors, Vec::new());
+    };
     match memcached::read(old) {
         Ok(old_mc) => {
             let old_errors = validate::validate(&old_mc).errors;
@@ -237,7 +268,8 @@ fn ratcheted(
 const RATCHETED: &str = " (already stored; allowed until this field changes)";
 
 /// The answer to an object with violations: ratcheting against `oldObject` on UPDATE, then
-/// `actions`. Off the hot path: a valid object never gets here.
+/// `actions`. Off the hot path: a valid object never gets here. An `oldObject` the pipeline
+/// skipped is parsed here, on its own from its bytes, as only ratcheting reads it.
 #[cold]
 fn judge(
     actions: Actions,
@@ -252,10 +284,7 @@ fn judge(
         errors,
         warnings: advice,
     } = outcome;
-    let (errors, stored) = match (req.operation, req.old_object) {
-        (Some(Operation::Update), Some(old)) => ratcheted(req, errors, object, old),
-        _ => (errors, Vec::new()),
-    };
+    let (errors, stored) = ratcheted(req, errors, object);
 
     let mut violations = Violations::default();
     let mut warnings = Vec::with_capacity(stored.len() + errors.len() + advice.len());

@@ -66,6 +66,9 @@ pub struct Request<'t, 'i> {
     /// `oldObject`: the stored object on UPDATE. Only located here (the tape holds it anyway);
     /// it is read and judged only when `object` has a violation, for ratcheting.
     pub old_object: Option<Val<'t, 'i>>,
+    /// `oldObject`'s bytes as sent, when the pipeline skipped it (then `old_object` is `None`):
+    /// parsed on its own only when ratcheting reads it.
+    pub old_object_text: Option<&'i [u8]>,
 }
 
 /// Why a body is not an AdmissionReview this server can answer (HTTP 400).
@@ -162,6 +165,7 @@ pub fn parse<'t, 'i>(root: Val<'t, 'i>) -> Result<(ApiVersion, Request<'t, 'i>),
         operation_raw: "",
         object: None,
         old_object: None,
+        old_object_text: None,
     };
     for (key, v) in json::object(request, "request")? {
         match key {

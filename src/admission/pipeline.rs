@@ -1,5 +1,5 @@
-//! The review pipeline: blank what no rule reads, parse, verify the blanking, decide, log. Owns
-//! the per-thread parser state every request reuses.
+//! The review pipeline: skip what no rule reads, parse, verify what was skipped, decide, log.
+//! Owns the per-thread parser state every request reuses.
 
 use std::cell::RefCell;
 use std::time::Instant;
@@ -9,7 +9,7 @@ use simd_json::{Buffers, Tape};
 use super::decide::{Verdict, decide};
 use super::enforcement::Actions;
 use super::envelope::{BadReview, Request, ends_open, parse};
-use super::{Webhook, managed_fields};
+use super::{Webhook, skip};
 use crate::json::Val;
 
 /// Per-thread parser state, reused by every request the thread serves.
@@ -17,6 +17,8 @@ struct Scratch {
     buffers: Buffers,
     tape: Option<Tape<'static>>,
     patch: Vec<u8>,
+    /// The review without what [`skip`] removed.
+    compacted: Vec<u8>,
 }
 
 impl Scratch {
@@ -25,6 +27,7 @@ impl Scratch {
             buffers: Buffers::new(16 * 1024),
             tape: Some(Tape::null()),
             patch: Vec::with_capacity(1024),
+            compacted: Vec::new(),
         }
     }
 }
@@ -39,8 +42,10 @@ thread_local! {
 }
 
 /// Answers one AdmissionReview. `body` holds exactly the request body; it is padded, and
-/// blanked and unescaped in place. `original` appends the body's bytes as they arrived to an
-/// empty buffer: it is called only when what [`managed_fields`] blanked must be parsed after all.
+/// unescaped in place when it is parsed whole. What [`skip`] removes is not parsed: the
+/// review is parsed from a compacted copy, and `body` whole only when the copy fails to parse
+/// or to verify. `original` marks a body the server keeps a copy of (a small one): only such a
+/// body is compacted, so a big one is never held twice; it is not called.
 /// The answer is written into `out`; `Err` means HTTP 400 with its reason.
 pub fn review(
     webhook: Webhook,
@@ -50,11 +55,12 @@ pub fn review(
     out: &mut Vec<u8>,
     started: Instant,
 ) -> Result<Verdict, BadReview> {
-    review_blanking(webhook, actions, body, Some(original), out, started)
+    drop(original);
+    review_skipping(webhook, actions, body, true, out, started)
 }
 
-/// [`review`] parsing the whole body, `managedFields` included: for a body whose bytes as sent
-/// are not kept (the server keeps them only for small HTTP/1 bodies), and to compare with.
+/// [`review`] parsing the whole body, what no rule reads included: for a body the server does
+/// not keep a copy of (it keeps only small HTTP/1 bodies), and to compare with.
 pub fn review_whole(
     webhook: Webhook,
     actions: Actions,
@@ -62,22 +68,15 @@ pub fn review_whole(
     out: &mut Vec<u8>,
     started: Instant,
 ) -> Result<Verdict, BadReview> {
-    review_blanking(
-        webhook,
-        actions,
-        body,
-        None::<fn(&mut Vec<u8>)>,
-        out,
-        started,
-    )
+    review_skipping(webhook, actions, body, false, out, started)
 }
 
-/// [`review`], blanking `managedFields` only when `original` can restore the body.
-fn review_blanking(
+/// [`review`], skipping what no rule reads when `skipping`.
+fn review_skipping(
     webhook: Webhook,
     actions: Actions,
     body: &mut Vec<u8>,
-    original: Option<impl FnOnce(&mut Vec<u8>)>,
+    skipping: bool,
     out: &mut Vec<u8>,
     started: Instant,
 ) -> Result<Verdict, BadReview> {
@@ -85,48 +84,52 @@ fn review_blanking(
         return Err(BadReview::Empty);
     }
     let len = body.len();
-    let blanked = match original {
-        Some(_) => managed_fields::blank(body),
-        None => managed_fields::Blanked::default(),
-    };
-    body.resize(len + simd_json::INPUT_PADDING, b' ');
     SCRATCH.with(|scratch| {
         let mut guard = scratch.borrow_mut();
         let Scratch {
             buffers,
             tape,
             patch,
+            compacted,
         } = &mut *guard;
-        let mut tape: Tape<'_> = tape.take().unwrap_or_else(Tape::null).reset();
-        let base = body.as_ptr() as usize;
-        let mut parsed = simd_json::fill_tape_padded(body, len, buffers, &mut tape);
-        if !blanked.is_empty()
-            && (parsed.is_err() || !managed_fields::verified(&blanked, base, Val::root(&tape)))
-            && let Some(original) = original
-        {
-            // Something was blanked that a rule might read, or the parse failed and its error
-            // must be the one the body as sent gets: parse the body as it arrived.
-            tape = tape.reset();
-            body.clear();
-            original(body);
-            debug_assert_eq!(body.len(), len, "the body as sent has the length it had");
-            body.resize(len + simd_json::INPUT_PADDING, b' ');
-            parsed = simd_json::fill_tape_padded(body, len, buffers, &mut tape);
-        }
-        let result = match parsed {
-            Ok(()) => parse(Val::root(&tape)).map(|(version, request)| {
-                let verdict = decide(webhook, actions, version, &request, patch, out);
-                log(webhook, &request, &verdict, started);
-                verdict
-            }),
-            Err(error) => Err(BadReview::Json {
-                error,
-                truncated: false,
-            }),
-        };
-        if len < RETAIN_BELOW {
-            guard.tape = Some(tape.reset());
+        let mut answered = None;
+        let skipped = if skipping {
+            skip::compact(body, compacted)
         } else {
+            skip::Skipped::default()
+        };
+        if !skipped.is_empty() {
+            let short = compacted.len();
+            compacted.resize(short + simd_json::INPUT_PADDING, b' ');
+            let base = compacted.as_ptr() as usize;
+            let mut parsed: Tape<'_> = tape.take().unwrap_or_else(Tape::null).reset();
+            if simd_json::fill_tape_padded(compacted, short, buffers, &mut parsed).is_ok()
+                && skipped.verified(base, Val::root(&parsed))
+            {
+                let old = skipped.old_object().map(|range| &body[range]);
+                answered = Some(answer(webhook, actions, &parsed, old, patch, out, started));
+            }
+            *tape = Some(parsed.reset());
+        }
+        let result = match answered {
+            Some(result) => result,
+            None => {
+                // Nothing was skipped, or something skipped may be read, or the text is not
+                // JSON and its error must be the one the body as sent gets: parse it whole.
+                body.resize(len + simd_json::INPUT_PADDING, b' ');
+                let mut whole: Tape<'_> = tape.take().unwrap_or_else(Tape::null).reset();
+                let result = match simd_json::fill_tape_padded(body, len, buffers, &mut whole) {
+                    Ok(()) => answer(webhook, actions, &whole, None, patch, out, started),
+                    Err(error) => Err(BadReview::Json {
+                        error,
+                        truncated: false,
+                    }),
+                };
+                *tape = Some(whole.reset());
+                result
+            }
+        };
+        if len >= RETAIN_BELOW {
             *guard = Scratch::new();
         }
         result.map_err(|bad| match bad {
@@ -137,6 +140,27 @@ fn review_blanking(
             other => other,
         })
     })
+}
+
+/// Reads the envelope from a parsed review, decides and logs. `old` holds the bytes of a
+/// skipped `oldObject`.
+fn answer(
+    webhook: Webhook,
+    actions: Actions,
+    tape: &Tape<'_>,
+    old: Option<&[u8]>,
+    patch: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+    started: Instant,
+) -> Result<Verdict, BadReview> {
+    let (version, mut request) = parse(Val::root(tape))?;
+    if old.is_some() {
+        request.old_object = None;
+        request.old_object_text = old;
+    }
+    let verdict = decide(webhook, actions, version, &request, patch, out);
+    log(webhook, &request, &verdict, started);
+    Ok(verdict)
 }
 
 /// What this thread's scratch holds on to between requests: tape nodes, patch bytes, and the
