@@ -123,14 +123,18 @@ pub fn compact(text: &[u8], out: &mut Vec<u8>) -> Skipped {
     let mut skipped = Skipped::default();
     let mut copied = 0;
     let mut from = 0;
+    let mut walk = scan::Walk::default();
     while skipped.len < MAX {
         let Some(found) = KEYS.find(Input::new(text).span(from..text.len())) else {
             break;
         };
         let quote = found.start();
         from = found.end();
-        // After a backslash the quote may be escaped, inside some other string.
-        if quote > 0 && text[quote - 1] == b'\\' {
+        let path = found.pattern().as_usize();
+        // Only a key at its path's depth, outside any string: the same name deeper down
+        // (`spec.service.annotations`) stays, rather than fail the verification.
+        walk.advance(text, quote);
+        if walk.in_string || walk.depth != SKIPPED[path].len() as i64 {
             continue;
         }
         let Some(open) = value_after_colon(text, from) else {
@@ -140,11 +144,13 @@ pub fn compact(text: &[u8], out: &mut Vec<u8>) -> Skipped {
             // The text ends inside it, or it is not UTF-8: the parser reports that.
             break;
         };
+        walk.advance(text, open);
+        walk.jump(close);
         let key = out.len() + (quote + 1 - copied);
         out.extend_from_slice(&text[copied..=open]);
         copied = close;
         skipped.removed[skipped.len] = Removed {
-            path: found.pattern().as_usize(),
+            path,
             key,
             value: (open, close),
         };
