@@ -80,6 +80,8 @@ fn a_skipped_key_anywhere_else_fails_verification() {
         r#"{"request":{"object":{"metadata":{}},"options":{"x":{"managedFields":[1]}}}}"#,
         r#"{"request":{"object":{"metadata":{"labels":{}}},"x":{"y":{"labels":{"a":"b"}}}}}"#,
         r#"{"request":{"spec":{"status":{"a":1}}}}"#,
+        r#"{"request":{"oldObject":{"a":1},"oldObject":{"b":2}}}"#,
+        r#"{"request":{"oldObject":{"a":1},"oldObject":"x"}}"#,
     ] {
         let (removed, ok, after) = verify(text);
         assert!(removed && !ok, "{text} -> {after}");
