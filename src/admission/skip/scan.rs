@@ -97,6 +97,95 @@ fn scan(body: &[u8], open: usize, classify: impl Fn(&[u8; 64]) -> Masks) -> Opti
     None
 }
 
+/// Where a walk from the start of the text stands: how deep in objects and arrays, and whether
+/// inside a string. It tells a key of a member at its path's depth from the same name deeper
+/// down (`spec.service.annotations`), before anything is removed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Walk {
+    /// The offset of the next byte to walk.
+    pub at: usize,
+    /// Brackets and braces open there (may go below zero on text that is not JSON).
+    pub depth: i64,
+    /// Whether that byte is inside a string.
+    pub in_string: bool,
+    escape_carry: bool,
+}
+
+impl Walk {
+    /// Walks up to `to` (not included).
+    pub(super) fn advance(&mut self, text: &[u8], to: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2, checked just above.
+                #[allow(unsafe_code)]
+                return unsafe { advance_avx2(self, text, to) };
+            }
+            // SAFETY: SSE2 is part of the x86_64 baseline: every x86_64 CPU has it.
+            #[allow(unsafe_code)]
+            unsafe {
+                advance_sse2(self, text, to)
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        walk(self, text, to, classify_bytes)
+    }
+
+    /// Jumps over a value that opens at `self.at` and closes at `close` (found by [`value_end`]):
+    /// its brackets balance, so the walk stands where it stood.
+    pub(super) fn jump(&mut self, close: usize) {
+        self.at = close + 1;
+        self.escape_carry = false;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn advance_avx2(state: &mut Walk, text: &[u8], to: usize) {
+    walk(state, text, to, |block| classify_avx2(block))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse2")]
+fn advance_sse2(state: &mut Walk, text: &[u8], to: usize) {
+    walk(state, text, to, |block| classify_sse2(block))
+}
+
+/// [`Walk::advance`] with the given way of classifying a block.
+#[inline(always)]
+fn walk(state: &mut Walk, text: &[u8], to: usize, classify: impl Fn(&[u8; 64]) -> Masks) {
+    let to = to.min(text.len());
+    let mut in_string = if state.in_string { u64::MAX } else { 0 };
+    while state.at < to {
+        let n = (to - state.at).min(64);
+        let last;
+        let block: &[u8; 64] = match text.get(state.at..state.at + 64) {
+            Some(full) => full.try_into().expect("64 bytes"),
+            None => {
+                let mut rest = [b' '; 64];
+                rest[..text.len() - state.at].copy_from_slice(&text[state.at..]);
+                last = rest;
+                &last
+            }
+        };
+        let keep = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        let masks = classify(block);
+        let escaped = escaped_upto(
+            masks.backslash & keep,
+            &mut state.escape_carry,
+            n as u32 - 1,
+        );
+        let quotes = masks.quote & !escaped & keep;
+        let inside = prefix_xor(quotes) ^ in_string;
+        in_string = ((((inside >> (n - 1)) & 1) as i64).wrapping_neg()) as u64;
+        let opens = masks.open & !(inside | escaped) & keep;
+        let closes = masks.close & !(inside | escaped) & keep;
+        state.depth += i64::from(opens.count_ones()) - i64::from(closes.count_ones());
+        state.at += n;
+    }
+    state.in_string = in_string != 0;
+}
+
 /// One bit per byte of a 64-byte block, for each kind of byte the scan looks at.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Masks {
@@ -190,6 +279,11 @@ fn classify_bytes(block: &[u8; 64]) -> Masks {
 /// The bytes that follow an unescaped backslash (so are escaped). `carry`: the previous block
 /// ended with one; updated for the next block. Backslashes are rare, so they are walked one by one.
 fn escaped(backslashes: u64, carry: &mut bool) -> u64 {
+    escaped_upto(backslashes, carry, 63)
+}
+
+/// [`escaped`] for a block that ends after bit `last`.
+fn escaped_upto(backslashes: u64, carry: &mut bool, last: u32) -> u64 {
     let mut escaped = u64::from(*carry);
     *carry = false;
     let mut rest = backslashes;
@@ -199,7 +293,7 @@ fn escaped(backslashes: u64, carry: &mut bool) -> u64 {
         if escaped >> bit & 1 == 1 {
             continue;
         }
-        if bit == 63 {
+        if bit == last {
             *carry = true;
         } else {
             escaped |= 1 << (bit + 1);

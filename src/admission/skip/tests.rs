@@ -62,14 +62,26 @@ fn the_old_object_keeps_its_bytes_as_sent() {
 }
 
 #[test]
+fn a_skipped_key_deeper_down_is_left_alone() {
+    let text = r#"{"request":{"object":{"metadata":{"annotations":{"a":"b"}},
+        "spec":{"service":{"annotations":{"c":"d"}},"x":"\"labels\":{}","m":{"labels":{"e":"f"}}}}}}"#;
+    let (removed, ok, after) = verify(text);
+    assert!(removed && ok, "{after}");
+    let parsed: serde_json::Value = serde_json::from_str(&after).unwrap();
+    let spec = &parsed["request"]["object"]["spec"];
+    assert_eq!(spec["service"]["annotations"]["c"], "d", "{after}");
+    assert_eq!(spec["m"]["labels"]["e"], "f", "{after}");
+}
+
+#[test]
 fn a_skipped_key_anywhere_else_fails_verification() {
     for text in [
         r#"{"request":{"object":{"spec":{"managedFields":[1]}}}}"#,
-        r#"{"request":{"object":{"spec":{"service":{"annotations":{"a":"b"}}}}}}"#,
-        r#"{"request":{"object":{"metadata":{}},"options":{"managedFields":[1]}}}"#,
-        r#"{"managedFields":[1],"request":{}}"#,
-        r#"{"request":{"object":{"metadata":{"labels":{}}},"x":{"labels":{"a":"b"}}}}"#,
-        r#"{"request":{"object":{"metadata":{"status":{"a":1}}}}}"#,
+        r#"{"request":{"object":{"metadata":{}},"options":{"x":{"managedFields":[1]}}}}"#,
+        r#"{"request":{"object":{"metadata":{"labels":{}}},"x":{"y":{"labels":{"a":"b"}}}}}"#,
+        r#"{"request":{"spec":{"status":{"a":1}}}}"#,
+        r#"{"request":{"oldObject":{"a":1},"oldObject":{"b":2}}}"#,
+        r#"{"request":{"oldObject":{"a":1},"oldObject":"x"}}"#,
     ] {
         let (removed, ok, after) = verify(text);
         assert!(removed && !ok, "{text} -> {after}");

@@ -87,6 +87,25 @@ fn jsonish() -> impl Strategy<Value = Vec<u8>> {
     proptest::collection::vec(byte, 0..300)
 }
 
+/// The walk a byte at a time: the reference for [`Walk::advance`].
+fn walk_bytewise(text: &[u8], to: usize) -> (i64, bool) {
+    let (mut depth, mut in_string, mut escaped) = (0i64, false, false);
+    for &b in &text[..to] {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match b {
+            b'\\' => escaped = true,
+            b'"' => in_string = !in_string,
+            b'[' | b'{' if !in_string => depth += 1,
+            b']' | b'}' if !in_string => depth -= 1,
+            _ => {}
+        }
+    }
+    (depth, in_string)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
 
@@ -98,6 +117,19 @@ proptest! {
         whole[32..].copy_from_slice(&other);
         for (name, masks) in every_classify(&whole) {
             prop_assert_eq!(&masks, &classify_bytes(&whole), "{}", name);
+        }
+    }
+
+    #[test]
+    fn the_walk_is_the_bytewise_one(text in jsonish(), stops in proptest::collection::vec(0usize..300, 0..4)) {
+        let mut stops = stops;
+        stops.sort_unstable();
+        stops.push(text.len());
+        let mut walk = Walk::default();
+        for stop in stops {
+            let stop = stop.min(text.len());
+            walk.advance(&text, stop);
+            prop_assert_eq!((walk.depth, walk.in_string), walk_bytewise(&text, stop), "at {}", stop);
         }
     }
 
