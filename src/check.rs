@@ -4,6 +4,7 @@
 //! no cluster here, so the autoscaler-conflict rule (`--autoscaler-conflicts`) is not checked.
 
 pub mod input;
+pub mod position;
 pub mod yaml;
 
 use std::io::{self, Read, Write};
@@ -30,6 +31,17 @@ pub struct Args {
     #[arg(long)]
     pub warnings_as_errors: bool,
 
+    /// The report's format: `text` (`file:line:col: field: message`, as compilers write, for
+    /// editors and CI problem matchers) or `json` (one document with every finding's file,
+    /// line, column, field, message and severity, for CI annotations).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "text")]
+    pub report: Report,
+
+    /// Exit 0 when the inputs hold no Kubernetes object at all (by default that is exit 2: a
+    /// CI gate pointed at the wrong directory must not pass).
+    #[arg(long)]
+    pub allow_empty: bool,
+
     /// Manifests: files, directories (searched recursively for *.yaml, *.yml and *.json), or -
     /// for standard input.
     #[arg(value_name = "FILE|DIR|-", required = true)]
@@ -45,11 +57,19 @@ pub enum Output {
     Json,
 }
 
+/// `--report`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Report {
+    Text,
+    Json,
+}
+
 /// Exit status: every object admitted (and no warning, with `--warnings-as-errors`).
 pub const ADMITTED: u8 = 0;
 /// Exit status: an object was denied (or warned, with `--warnings-as-errors`).
 pub const DENIED: u8 = 1;
-/// Exit status: an input could not be read (or the command line is wrong: clap exits 2 too).
+/// Exit status: an input could not be read, or held no object at all (or the command line is
+/// wrong: clap exits 2 too).
 pub const UNREADABLE: u8 = 2;
 
 /// What the two webhooks made of one object.
@@ -58,13 +78,44 @@ pub struct Judgement {
     pub allowed: bool,
     /// The object after the mutating webhook's patch.
     pub object: Value,
-    /// Each reason for a denial: `field: message`.
-    pub violations: Vec<String>,
+    /// Each reason for a denial.
+    pub violations: Vec<Violation>,
     /// Both webhooks' warnings, mutating first.
     pub warnings: Vec<String>,
 }
 
+/// One reason for a denial: a cause of the webhook's status, or its message when it names none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// The field path (`spec.replicas`); empty when the denial names no field.
+    pub field: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for Violation {
+    /// `field: message`, as apimachinery prints a field error.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.field.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.field, self.message)
+        }
+    }
+}
+
+impl Violation {
+    fn message(message: String) -> Self {
+        Violation {
+            field: String::new(),
+            message,
+        }
+    }
+}
+
 /// Judges one Memcached as the apiserver would on CREATE: mutate, apply the patch, validate.
+/// An object the mutating webhook cannot read (a wrongly typed field) is also put to the
+/// validating webhook as it is, whose answer names every wrongly typed field and every rule
+/// the rest breaks: the whole list at once, where the apiserver would stop at the first webhook.
 pub fn judge(object: &Value) -> Judgement {
     let mut judgement = Judgement {
         allowed: false,
@@ -75,24 +126,33 @@ pub fn judge(object: &Value) -> Judgement {
     let response = match call(Webhook::Mutate, object) {
         Ok(response) => response,
         Err(message) => {
-            judgement.violations.push(message);
+            judgement.violations.push(Violation::message(message));
             return judgement;
         }
     };
     if !read_answer(&response, &mut judgement) {
+        let causes = response["status"]["details"]["causes"].as_array();
+        if response["status"]["code"] == 400
+            && causes.is_some_and(|c| !c.is_empty())
+            && let Ok(validated) = call(Webhook::Validate, object)
+            && validated["status"]["code"] == 422
+        {
+            judgement.violations.clear();
+            read_answer(&validated, &mut judgement);
+        }
         return judgement;
     }
     if let Some(patch) = response["patch"].as_str()
         && let Err(e) = apply(&mut judgement.object, patch)
     {
-        judgement.violations.push(format!(
+        judgement.violations.push(Violation::message(format!(
             "the mutating webhook's patch does not apply, so the apiserver would refuse it: {e}"
-        ));
+        )));
         return judgement;
     }
     match call(Webhook::Validate, &judgement.object) {
         Ok(response) => judgement.allowed = read_answer(&response, &mut judgement),
-        Err(message) => judgement.violations.push(message),
+        Err(message) => judgement.violations.push(Violation::message(message)),
     }
     judgement
 }
@@ -156,15 +216,15 @@ fn read_answer(response: &Value, judgement: &mut Judgement) -> bool {
     match causes {
         Some(causes) if !causes.is_empty() => {
             for cause in causes {
-                let field = cause["field"].as_str().unwrap_or("");
-                let message = cause["message"].as_str().unwrap_or("");
-                judgement.violations.push(format!("{field}: {message}"));
+                judgement.violations.push(Violation {
+                    field: cause["field"].as_str().unwrap_or("").to_owned(),
+                    message: cause["message"].as_str().unwrap_or("").to_owned(),
+                });
             }
         }
-        // A malformed object (400): its message starts with the field.
-        _ => judgement
-            .violations
-            .push(status["message"].as_str().unwrap_or("denied").to_owned()),
+        _ => judgement.violations.push(Violation::message(
+            status["message"].as_str().unwrap_or("denied").to_owned(),
+        )),
     }
     false
 }
@@ -223,6 +283,49 @@ pub struct Summary {
     pub unreadable: usize,
 }
 
+/// How much a finding weighs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// A denial's cause, or input that cannot be read.
+    Error,
+    /// A webhook's warning.
+    Warning,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
+/// One line of the report: what is wrong, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub file: String,
+    /// 1-based line and column of the field's value (or of the nearest parent that exists);
+    /// 0 when the file as a whole is at fault (it cannot be read).
+    pub line: usize,
+    pub column: usize,
+    /// The field path; empty when the finding names no field.
+    pub field: String,
+    pub message: String,
+    pub severity: Severity,
+    /// The object, `namespace/name`; empty for input that cannot be read.
+    pub object: String,
+}
+
+/// What one object got, for the text report's header line.
+struct Judged {
+    file: String,
+    at: input::At,
+    name: String,
+    allowed: bool,
+    findings: Vec<Finding>,
+}
+
 /// Runs the subcommand; returns the exit status.
 pub fn run(
     args: &Args,
@@ -232,13 +335,14 @@ pub fn run(
 ) -> u8 {
     let mut printed = Vec::new();
     let mut summary = Summary::default();
-    let mut report = Vec::new();
+    let mut judged = Vec::new();
     let mut errors = Vec::new();
+    let mut skipped_files = Vec::new();
     for arg in &args.inputs {
         let files = if arg.as_os_str() == "-" {
             Ok(vec![arg.clone()])
         } else {
-            input::files(arg)
+            input::files(arg, &mut skipped_files)
         };
         let files = match files {
             Ok(files) => files,
@@ -258,7 +362,7 @@ pub fn run(
                             object,
                             args.output.is_some(),
                             &mut summary,
-                            &mut report,
+                            &mut judged,
                             &mut printed,
                         );
                     }
@@ -268,7 +372,15 @@ pub fn run(
         }
     }
     summary.unreadable = errors.len();
-    let written = write_all(args, stdout, stderr, &report, &printed, &errors, summary);
+    let empty = summary.judged + summary.skipped + summary.unreadable == 0;
+    let report = Written {
+        judged: &judged,
+        errors: &errors,
+        skipped_files: &skipped_files,
+        empty: empty && !args.allow_empty,
+        summary,
+    };
+    let written = write_all(args, stdout, stderr, &report, &printed);
     if let Err(e) = written {
         let _ = writeln!(
             stderr,
@@ -276,7 +388,7 @@ pub fn run(
         );
         return UNREADABLE;
     }
-    if summary.unreadable > 0 {
+    if summary.unreadable > 0 || report.empty {
         UNREADABLE
     } else if summary.denied > 0 || (args.warnings_as_errors && summary.warned > 0) {
         DENIED
@@ -305,15 +417,14 @@ fn read_file(file: &Path, stdin: &mut dyn Read) -> Result<(String, Vec<u8>), Unr
     }
 }
 
-/// Judges one object (or counts it skipped) and writes its report lines.
+/// Judges one object (or counts it skipped) and keeps what the report says of it.
 fn judge_into(
     mut object: Object,
     keep: bool,
     summary: &mut Summary,
-    report: &mut Vec<u8>,
+    judged: &mut Vec<Judged>,
     printed: &mut Vec<Value>,
 ) {
-    use std::fmt::Write as _;
     strip_server_fields(&mut object.value);
     if !is_memcached(&object.value) {
         summary.skipped += 1;
@@ -324,24 +435,46 @@ fn judge_into(
     }
     summary.judged += 1;
     let judgement = judge(&object.value);
-    let mut lines = String::new();
     let name = display_name(&judgement.object);
+    let finding = |field: &str, message: &str, severity| {
+        let (line, column) = object.position(field);
+        Finding {
+            file: object.origin.file.clone(),
+            line,
+            column,
+            field: field.to_owned(),
+            message: message.to_owned(),
+            severity,
+            object: name.clone(),
+        }
+    };
+    let mut findings = Vec::new();
     if !judgement.allowed {
         summary.denied += 1;
-        let _ = writeln!(lines, "denied {} {name}", object.origin);
-        for violation in &judgement.violations {
-            let _ = writeln!(lines, "  {violation}");
+        for v in &judgement.violations {
+            findings.push(finding(&v.field, &v.message, Severity::Error));
         }
-    } else if !judgement.warnings.is_empty() {
-        let _ = writeln!(lines, "warned {} {name}", object.origin);
     }
     if !judgement.warnings.is_empty() {
         summary.warned += 1;
     }
     for warning in &judgement.warnings {
-        let _ = writeln!(lines, "Warning: {warning}");
+        // Most warnings start with the field they are about, as field errors do.
+        let (field, message) = warning
+            .split_once(": ")
+            .filter(|(f, _)| f.starts_with("spec.") && !f.contains(' '))
+            .unwrap_or(("", warning));
+        findings.push(finding(field, message, Severity::Warning));
     }
-    report.extend_from_slice(lines.as_bytes());
+    if !findings.is_empty() {
+        judged.push(Judged {
+            file: object.origin.file.clone(),
+            at: object.origin.at,
+            name,
+            allowed: judgement.allowed,
+            findings,
+        });
+    }
     if keep && judgement.allowed {
         printed.push(judgement.object);
     }
@@ -362,33 +495,51 @@ fn display_name(object: &Value) -> String {
     }
 }
 
+/// Everything the report says.
+struct Written<'a> {
+    judged: &'a [Judged],
+    errors: &'a [Unreadable],
+    skipped_files: &'a [PathBuf],
+    /// No object of any kind was found, and `--allow-empty` is not given.
+    empty: bool,
+    summary: Summary,
+}
+
+const NOTHING_FOUND: &str = "no Kubernetes object found in the inputs \
+     (pass --allow-empty if that is expected)";
+
 fn write_all(
     args: &Args,
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
-    report: &[u8],
+    report: &Written<'_>,
     printed: &[Value],
-    errors: &[Unreadable],
-    summary: Summary,
 ) -> io::Result<()> {
-    for e in errors {
-        writeln!(stderr, "memcached-webhook check: {e}")?;
+    for file in report.skipped_files {
+        writeln!(
+            stderr,
+            "memcached-webhook check: skipped {}: not a .yaml, .yml or .json file",
+            file.display()
+        )?;
+    }
+    if args.report == Report::Text {
+        // Input that cannot be read goes to stderr, in the same `file:line:col:` form.
+        for e in report.errors {
+            writeln!(stderr, "memcached-webhook check: {e}")?;
+        }
+        if report.empty {
+            writeln!(stderr, "memcached-webhook check: {NOTHING_FOUND}")?;
+        }
     }
     let report_to: &mut dyn Write = if args.output.is_some() {
         &mut *stderr
     } else {
         &mut *stdout
     };
-    report_to.write_all(report)?;
-    write!(
-        report_to,
-        "judged {}, denied {}, warned {}, skipped {}",
-        summary.judged, summary.denied, summary.warned, summary.skipped
-    )?;
-    if summary.unreadable > 0 {
-        write!(report_to, ", unreadable {}", summary.unreadable)?;
+    match args.report {
+        Report::Text => write_text(report_to, report)?,
+        Report::Json => write_json(report_to, report)?,
     }
-    writeln!(report_to)?;
     report_to.flush()?;
     for object in printed {
         match args.output {
@@ -405,6 +556,74 @@ fn write_all(
         }
     }
     stdout.flush()
+}
+
+/// One line per finding, `file:line:col: field: message`, under a line naming the object.
+fn write_text(out: &mut dyn Write, report: &Written<'_>) -> io::Result<()> {
+    for object in report.judged {
+        let (line, column) = object.at;
+        let verdict = if object.allowed { "warned" } else { "denied" };
+        writeln!(
+            out,
+            "{}:{line}:{column}: {verdict} {}",
+            object.file, object.name
+        )?;
+        for f in &object.findings {
+            write!(out, "{}:{}:{}: ", f.file, f.line, f.column)?;
+            match f.severity {
+                Severity::Warning if f.field.is_empty() => writeln!(out, "Warning: {}", f.message)?,
+                Severity::Warning => writeln!(out, "Warning: {}: {}", f.field, f.message)?,
+                Severity::Error if f.field.is_empty() => writeln!(out, "{}", f.message)?,
+                Severity::Error => writeln!(out, "{}: {}", f.field, f.message)?,
+            }
+        }
+    }
+    let s = report.summary;
+    write!(
+        out,
+        "judged {}, denied {}, warned {}, skipped {}",
+        s.judged, s.denied, s.warned, s.skipped
+    )?;
+    if s.unreadable > 0 {
+        write!(out, ", unreadable {}", s.unreadable)?;
+    }
+    writeln!(out)
+}
+
+/// One JSON document: every finding (unreadable input included) and the summary.
+fn write_json(out: &mut dyn Write, report: &Written<'_>) -> io::Result<()> {
+    let mut findings: Vec<Value> = report
+        .errors
+        .iter()
+        .map(|e| {
+            let (line, column) = e.at.unwrap_or((0, 0));
+            json!({"file": e.file, "line": line, "column": column, "field": "",
+                   "message": e.message, "severity": Severity::Error.as_str(), "object": ""})
+        })
+        .collect();
+    if report.empty {
+        findings.push(json!({"file": "", "line": 0, "column": 0, "field": "",
+            "message": NOTHING_FOUND, "severity": Severity::Error.as_str(), "object": ""}));
+    }
+    for f in report.judged.iter().flat_map(|o| &o.findings) {
+        findings.push(json!({"file": f.file, "line": f.line, "column": f.column,
+            "field": f.field, "message": f.message, "severity": f.severity.as_str(),
+            "object": f.object}));
+    }
+    let s = report.summary;
+    let skipped_files: Vec<String> = report
+        .skipped_files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect();
+    let document = json!({
+        "findings": findings,
+        "summary": {"judged": s.judged, "denied": s.denied, "warned": s.warned,
+                    "skipped": s.skipped, "unreadable": s.unreadable,
+                    "skippedFiles": skipped_files},
+    });
+    serde_json::to_writer_pretty(&mut *out, &document)?;
+    writeln!(out)
 }
 
 #[cfg(test)]

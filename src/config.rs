@@ -70,8 +70,8 @@ pub struct Config {
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
-    /// Log filter: a level (error, warn, info, debug, trace) or tracing directives. Per-admission
-    /// lines are logged at info.
+    /// Log filter: a level (error, warn, info, debug, trace) or tracing directives. One line per
+    /// admission: a denied one at info, an admitted one at debug.
     #[arg(long, default_value = "info", value_name = "FILTER")]
     pub log_level: String,
 

@@ -14,7 +14,7 @@
 //! - [`check`]: the `check` subcommand, the webhooks' verdicts on manifests offline.
 //! - [`autoscalers`]: the cluster's HPAs and ScaledObjects, watched, for the conflict rule.
 
-// Allowed only in `admission::managed_fields` (its SIMD scan, and its tests), each use with
+// Allowed only in `admission::skip::scan` (its SIMD scan, and its tests), each use with
 // its proof.
 #![deny(unsafe_code)]
 

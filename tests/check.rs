@@ -67,10 +67,10 @@ fn a_stream_reports_each_denial_and_warning_by_document() {
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert_eq!(
         run.stdout,
-        "denied tests/fixtures/check/stream.yaml document 2 (line 12) team-a/bad\n  \
-         spec.autoscaling.minReplicas: Invalid value: 5: minReplicas (5) must not exceed maxReplicas (2)\n\
-         warned tests/fixtures/check/stream.yaml document 5 (line 35) team-b/scaled\n\
-         Warning: spec.replicas: removed the value 3 because spec.autoscaling.enabled is true \
+        "tests/fixtures/check/stream.yaml:12:1: denied team-a/bad\n\
+         tests/fixtures/check/stream.yaml:20:18: spec.autoscaling.minReplicas: Invalid value: 5: minReplicas (5) must not exceed maxReplicas (2)\n\
+         tests/fixtures/check/stream.yaml:35:1: warned team-b/scaled\n\
+         tests/fixtures/check/stream.yaml:41:13: Warning: spec.replicas: removed the value 3 because spec.autoscaling.enabled is true \
          (the HorizontalPodAutoscaler sets the replica count)\n\
          judged 3, denied 1, warned 1, skipped 1\n"
     );
@@ -86,7 +86,7 @@ fn warnings_fail_the_run_only_with_warnings_as_errors() {
     assert_eq!(run.code, 0, "{}", run.stdout);
     assert!(
         run.stdout
-            .starts_with("warned <stdin> document 1 (line 1) s\nWarning: spec.replicas: removed"),
+            .starts_with("<stdin>:1:1: warned s\n<stdin>:4:18: Warning: spec.replicas: removed"),
         "{}",
         run.stdout
     );
@@ -111,8 +111,8 @@ fn a_list_from_kubectl_get_is_judged_item_by_item_from_stdin() {
     assert_eq!(run.code, 1);
     assert_eq!(
         run.stderr,
-        "denied <stdin> document 1 (line 2) item 2 web/legacy\n  \
-         spec.security.sasl.credentialsSecretRef.name: Required value: credentialsSecretRef.name is required when SASL is enabled\n\
+        "<stdin>:26:3: denied web/legacy\n\
+         <stdin>:37:7: spec.security.sasl.credentialsSecretRef.name: Required value: credentialsSecretRef.name is required when SASL is enabled\n\
          judged 2, denied 1, warned 0, skipped 0\n"
     );
     // Only the admitted one is printed, without what the apiserver sets itself.
@@ -132,12 +132,12 @@ fn a_list_from_kubectl_get_is_judged_item_by_item_from_stdin() {
 fn a_directory_is_searched_recursively_in_name_order() {
     let run = check(&["-o", "json", &fixture("tree")], b"");
     assert_eq!(run.code, 1, "{}", run.stderr);
-    // notes.txt is not a manifest name: never read (it is not YAML either).
-    assert!(!run.stderr.contains("notes.txt"), "{}", run.stderr);
+    // notes.txt is not a manifest name: never read (it is not YAML either), but named.
     assert!(
         run.stderr.starts_with(
-            "denied tests/fixtures/check/tree/sub/b.yml document 1 (line 1) b\n  \
-             spec.highAvailability.gracefulShutdown.terminationGracePeriodSeconds: Invalid value: 30:"
+            "memcached-webhook check: skipped tests/fixtures/check/tree/notes.txt: not a .yaml, .yml or .json file\n\
+             tests/fixtures/check/tree/sub/b.yml:1:1: denied b\n\
+             tests/fixtures/check/tree/sub/b.yml:10:38: spec.highAvailability.gracefulShutdown.terminationGracePeriodSeconds: Invalid value: 30:"
         ),
         "{}",
         run.stderr
@@ -159,8 +159,9 @@ fn a_json_stream_is_read_like_yaml_and_whole_floats_are_integers() {
     assert_eq!(run.code, 1);
     assert!(
         run.stderr.starts_with(
-            "denied tests/fixtures/check/stream.json document 2 (line 4) team-c/pdb\n  \
-             spec.highAvailability.podDisruptionBudget: Invalid value: \"\": minAvailable and maxUnavailable are mutually exclusive"
+            "tests/fixtures/check/stream.json:4:1: denied team-c/pdb\n\
+             tests/fixtures/check/stream.json:6:32: spec.highAvailability.podDisruptionBudget: \
+             Invalid value: \"minAvailable=1, maxUnavailable=1\": minAvailable and maxUnavailable are mutually exclusive"
         ),
         "{}",
         run.stderr
@@ -196,20 +197,196 @@ fn a_wrongly_typed_field_is_a_denial_naming_it() {
     let violations: Vec<_> = run
         .stdout
         .lines()
-        .filter_map(|l| l.strip_prefix("  "))
+        .filter(|l| !l.contains(": denied ") && !l.starts_with("judged "))
         .collect();
     assert_eq!(
         violations,
         [
-            "spec.replicas: expected an integer, found a string",
+            "tests/fixtures/check/wrong-types.yaml:7:13: spec.replicas: expected an integer, found a string",
             // Plain 0755 is octal 493 to kubectl, so not the string the field wants.
-            "spec.memcached.maxItemSize: expected a string, found an integer",
-            "spec: expected an object, found an array",
+            "tests/fixtures/check/wrong-types.yaml:15:18: spec.memcached.maxItemSize: expected a string, found an integer",
+            "tests/fixtures/check/wrong-types.yaml:21:1: spec: expected an object, found an array",
         ]
     );
     assert!(
         run.stdout
             .ends_with("judged 3, denied 3, warned 0, skipped 0\n")
+    );
+}
+
+/// The findings about `team-a/everything` in a text report: (line, column, `field: message`).
+fn everything(report: &str, file: &str) -> Vec<(usize, usize, String)> {
+    report
+        .lines()
+        .filter_map(|l| l.strip_prefix(file)?.strip_prefix(':'))
+        .filter(|l| !l.ends_with(" denied team-a/everything"))
+        .map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let line = parts.next().unwrap().parse().unwrap();
+            let column = parts.next().unwrap().parse().unwrap();
+            (line, column, parts.next().unwrap().trim_start().to_owned())
+        })
+        .collect()
+}
+
+/// The five wrongly typed fields and three broken rules of the `typed-and-invalid` fixtures.
+const EIGHT: [&str; 8] = [
+    "spec.memcached.maxItemSize: expected a string, found an integer",
+    "spec.memcached.maxMemoryMB: expected an integer, found a string",
+    "spec.memcached.threads: expected an integer, found a number with a fraction or exponent",
+    "spec.monitoring: expected an object, found a boolean",
+    "spec.replicas: expected an integer, found a string",
+    "spec.highAvailability.podDisruptionBudget: Invalid value: \"minAvailable=1, maxUnavailable=1\": \
+     minAvailable and maxUnavailable are mutually exclusive, specify only one",
+    "spec.highAvailability.gracefulShutdown.terminationGracePeriodSeconds: Invalid value: 30: \
+     terminationGracePeriodSeconds (30) must exceed preStopDelaySeconds (40)",
+    "spec.security.sasl.credentialsSecretRef.name: Required value: \
+     credentialsSecretRef.name is required when SASL is enabled",
+];
+
+#[test]
+fn five_wrong_types_and_three_violations_are_reported_at_once_each_where_it_is() {
+    // (fixture, the eight positions in EIGHT's order): a value's position, a mapping's key, and
+    // for the missing credentialsSecretRef the key of its nearest parent (`sasl`).
+    let cases: [(&str, [(usize, usize); 8]); 3] = [
+        (
+            "typed-and-invalid.yaml",
+            [
+                (13, 18),
+                (11, 18),
+                (12, 14),
+                (9, 15),
+                (8, 13),
+                (15, 5),
+                (22, 38),
+                (24, 5),
+            ],
+        ),
+        (
+            "typed-and-invalid.json",
+            [
+                (8, 71),
+                (8, 34),
+                (8, 51),
+                (7, 19),
+                (6, 17),
+                (10, 7),
+                (14, 42),
+                (17, 18),
+            ],
+        ),
+        (
+            "typed-and-invalid-list.yaml",
+            [
+                (30, 20),
+                (28, 20),
+                (29, 16),
+                (26, 17),
+                (25, 15),
+                (32, 7),
+                (39, 40),
+                (41, 7),
+            ],
+        ),
+    ];
+    for (name, positions) in cases {
+        let file = fixture(name);
+        let run = check(&[&file], b"");
+        assert_eq!(run.code, 1, "{name}: {}", run.stderr);
+        let expected: Vec<_> = positions
+            .iter()
+            .zip(EIGHT)
+            .map(|(&(l, c), m)| (l, c, m.to_owned()))
+            .collect();
+        assert_eq!(everything(&run.stdout, &file), expected, "{name}");
+
+        // The same findings as JSON, for CI annotations.
+        let run = check(&["--report", "json", &file], b"");
+        assert_eq!(run.code, 1, "{name}");
+        let report: Value = serde_json::from_str(&run.stdout).unwrap();
+        let findings = report["findings"].as_array().unwrap();
+        assert_eq!(findings.len(), 8, "{name}: {report}");
+        for (finding, (line, column, text)) in findings.iter().zip(&expected) {
+            assert_eq!(finding["file"], file.as_str());
+            assert_eq!(
+                (&finding["line"], &finding["column"]),
+                (&json!(line), &json!(column))
+            );
+            assert_eq!(
+                format!(
+                    "{}: {}",
+                    finding["field"].as_str().unwrap(),
+                    finding["message"].as_str().unwrap()
+                ),
+                *text
+            );
+            assert_eq!(finding["severity"], "error");
+            assert_eq!(finding["object"], "team-a/everything");
+        }
+        assert_eq!(report["summary"]["denied"], 1, "{name}");
+    }
+}
+
+#[test]
+fn nothing_found_is_an_error_unless_allowed() {
+    let empty = tempfile::tempdir().unwrap();
+    let dir = empty.path().to_str().unwrap();
+    for (args, stdin) in [
+        (&[dir][..], &b""[..]),
+        (&["-"][..], &b""[..]),
+        (&["-"][..], &b"---\n# only a comment\n"[..]),
+    ] {
+        let run = check(args, stdin);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stdout);
+        assert!(
+            run.stderr
+                .contains("no Kubernetes object found in the inputs (pass --allow-empty"),
+            "{}",
+            run.stderr
+        );
+        assert_eq!(run.stdout, "judged 0, denied 0, warned 0, skipped 0\n");
+        let allowed: Vec<&str> = [&["--allow-empty"][..], args].concat();
+        let run = check(&allowed, stdin);
+        assert_eq!(run.code, 0, "{allowed:?}: {}", run.stderr);
+        assert_eq!(run.stderr, "");
+    }
+}
+
+#[test]
+fn extensions_match_in_any_case_and_other_files_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = std::fs::read(format!(
+        "{}/{}",
+        env!("CARGO_MANIFEST_DIR"),
+        fixture("typed-and-invalid.yaml")
+    ))
+    .unwrap();
+    std::fs::write(dir.path().join("full.YAML"), &source).unwrap();
+    std::fs::write(dir.path().join("README.md"), "# not a manifest\n").unwrap();
+    let run = check(&[dir.path().to_str().unwrap()], b"");
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .ends_with("judged 1, denied 1, warned 0, skipped 0\n"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        run.stderr,
+        format!(
+            "memcached-webhook check: skipped {}: not a .yaml, .yml or .json file\n",
+            dir.path().join("README.md").display()
+        )
+    );
+}
+
+#[test]
+fn a_json_syntax_error_gives_its_position_once() {
+    let run = check(&["-"], b"{\"kind\": \"Memcached\",\n \"spec\" 1}");
+    assert_eq!(run.code, 2);
+    assert_eq!(
+        run.stderr,
+        "memcached-webhook check: <stdin>:2:9: not valid JSON: expected `:`\n"
     );
 }
 
@@ -288,7 +465,16 @@ async fn served(client: &mut Client, object: &Value) -> (bool, Vec<String>, Vec<
             warnings.push(w.as_str().unwrap().to_owned());
         }
         if response["allowed"] == false {
-            let status = &response["status"];
+            let mut status = &response["status"];
+            // An object the defaulting webhook cannot read: `check` lists what the validating
+            // webhook says of it as sent (every type error and violation), so ask it too.
+            let validated;
+            if path == MUTATE && status["code"] == 400 && status["details"]["causes"].is_array() {
+                let (_, body) = client.post(VALIDATE, review(&object)).await;
+                validated = util::json(&body);
+                assert_eq!(validated["response"]["status"]["code"], 422, "{validated}");
+                status = &validated["response"]["status"];
+            }
             let violations = match status["details"]["causes"].as_array() {
                 Some(causes) if !causes.is_empty() => causes
                     .iter()
@@ -339,6 +525,13 @@ fn parse_report(report: &str) -> std::collections::HashMap<String, Reported> {
     let mut objects = std::collections::HashMap::new();
     let mut current: Option<String> = None;
     for line in report.lines() {
+        // Every line but the summary starts with its position: `file:line:col: `.
+        let line = match line.splitn(4, ':').collect::<Vec<_>>()[..] {
+            [_, l, c, rest] if l.parse::<usize>().is_ok() && c.parse::<usize>().is_ok() => {
+                rest.strip_prefix(' ').unwrap()
+            }
+            _ => line,
+        };
         if let Some(rest) = line
             .strip_prefix("denied ")
             .or(line.strip_prefix("warned "))
@@ -347,17 +540,13 @@ fn parse_report(report: &str) -> std::collections::HashMap<String, Reported> {
             let allowed = line.starts_with("warned ");
             objects.insert(name.clone(), (allowed, Vec::new(), Vec::new()));
             current = Some(name);
-        } else if let Some(violation) = line.strip_prefix("  ") {
-            let entry: &mut Reported = objects.get_mut(current.as_ref().unwrap()).unwrap();
-            entry.1.push(violation.to_owned());
         } else if let Some(warning) = line.strip_prefix("Warning: ") {
             let entry: &mut Reported = objects.get_mut(current.as_ref().unwrap()).unwrap();
             entry.2.push(warning.to_owned());
+        } else if line.starts_with("judged ") {
         } else {
-            assert!(
-                line.starts_with("judged "),
-                "unexpected report line {line:?}"
-            );
+            let entry: &mut Reported = objects.get_mut(current.as_ref().unwrap()).unwrap();
+            entry.1.push(line.to_owned());
         }
     }
     objects
@@ -387,6 +576,15 @@ async fn check_and_the_running_server_agree_on_generated_specs() {
         as_forwarded(&mut forwarded);
         expected.push(served(&mut client, &forwarded).await);
     }
+
+    // Objects with several wrongly typed fields are among them, each field a violation.
+    let type_errors = |e: &(bool, Vec<String>, Vec<String>, Value)| {
+        e.1.iter().filter(|v| v.contains(": expected ")).count()
+    };
+    assert!(
+        expected.iter().filter(|e| type_errors(e) >= 2).count() >= N / 20,
+        "too few objects with several type errors"
+    );
 
     // The same objects as one YAML stream, as a user would keep them.
     let dir = tempfile::tempdir().unwrap();

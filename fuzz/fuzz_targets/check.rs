@@ -14,6 +14,8 @@ fuzz_target!(|data: &[u8]| {
     let args = Args {
         output: Some(Output::Yaml),
         warnings_as_errors: false,
+        report: check::Report::Text,
+        allow_empty: false,
         inputs: vec!["-".into()],
     };
     let (mut stdout, mut stderr) = (Vec::new(), Vec::new());

@@ -1,6 +1,9 @@
 //! The envelope: fixtures captured from a real kube-apiserver, and every way a body can be wrong.
 
 use super::*;
+use std::time::Instant;
+
+use crate::memcached::validate::Rule;
 use base64::Engine as _;
 use serde_json::{Value as J, json};
 
@@ -125,7 +128,7 @@ fn delete_and_connect_are_allowed_without_a_patch() {
 }
 
 #[test]
-fn an_object_that_breaks_its_types_is_answered_with_code_400() {
+fn an_object_that_breaks_its_types_is_refused_with_400_by_mutate_and_422_by_validate() {
     let cases = [
         (
             r#"{"spec":{"replicas":"3"}}"#,
@@ -140,7 +143,7 @@ fn an_object_that_breaks_its_types_is_answered_with_code_400() {
             "spec.memcached: expected an object, found an array",
         ),
     ];
-    for webhook in [Webhook::Mutate, Webhook::Validate] {
+    for (webhook, code) in [(Webhook::Mutate, 400), (Webhook::Validate, 422)] {
         for (object, message) in cases {
             let (verdict, response) = run(webhook, &review_with("CREATE", object)).unwrap();
             assert_eq!(
@@ -148,17 +151,94 @@ fn an_object_that_breaks_its_types_is_answered_with_code_400() {
                 Verdict {
                     operation: Some(Operation::Create),
                     allowed: false,
-                    code: 400,
+                    code,
                     patched: false,
                     warnings: 0,
                     violations: Violations::default(),
                 }
             );
+            let status = &response["response"]["status"];
             assert_eq!(response["response"]["uid"], "u1");
-            assert_eq!(response["response"]["status"]["code"], 400);
-            assert_eq!(response["response"]["status"]["message"], message);
+            assert_eq!(status["code"], code);
+            let expected = match webhook {
+                Webhook::Mutate => message.to_owned(),
+                Webhook::Validate => {
+                    format!("Memcached.memcached.c5c3.io \"c\" is invalid: {message}")
+                }
+            };
+            assert_eq!(status["message"], expected.as_str());
+            let (field, detail) = message.split_once(": ").unwrap();
+            assert_eq!(
+                status["details"]["causes"],
+                serde_json::json!([{"reason": "FieldValueTypeInvalid", "message": detail, "field": field}])
+            );
         }
     }
+}
+
+#[test]
+fn every_type_error_and_every_readable_violation_is_a_cause() {
+    // Five wrong types and three rule violations; `maxItemSize` also breaks no rule of its own
+    // once unreadable (it reads as absent), so it is named once.
+    let object = r#"{"metadata":{"name":"m"},"spec":{"replicas":"three",
+        "memcached":{"maxMemoryMB":"64","threads":4.5,"maxItemSize":1},
+        "monitoring":{"enabled":"yes","serviceMonitor":{"interval":"10s","scrapeTimeout":"30s"}},
+        "security":{"sasl":{"enabled":true}},
+        "highAvailability":{"podDisruptionBudget":{"enabled":true,"minAvailable":1,"maxUnavailable":1}}}}"#
+        .replace('\n', " ");
+    let (_, mutated) = run(Webhook::Mutate, &review_with("CREATE", &object)).unwrap();
+    let status = &mutated["response"]["status"];
+    let message = status["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("[spec.replicas: expected an integer, found a string, ")
+            && message.ends_with("spec.monitoring.enabled: expected a boolean, found a string]"),
+        "{message}"
+    );
+    assert_eq!(status["details"]["causes"].as_array().unwrap().len(), 5);
+    let (verdict, validated) = run(Webhook::Validate, &review_with("CREATE", &object)).unwrap();
+    assert_eq!(verdict.code, 422);
+    let causes = validated["response"]["status"]["details"]["causes"]
+        .as_array()
+        .unwrap();
+    let fields: Vec<_> = causes
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.replicas",
+            "spec.memcached.maxMemoryMB",
+            "spec.memcached.threads",
+            "spec.memcached.maxItemSize",
+            "spec.monitoring.enabled",
+            "spec.highAvailability.podDisruptionBudget",
+            "spec.security.sasl.credentialsSecretRef.name",
+            "spec.monitoring.serviceMonitor.scrapeTimeout",
+        ]
+    );
+    assert_eq!(causes[0]["reason"], "FieldValueTypeInvalid");
+    assert_eq!(causes[5]["reason"], "FieldValueInvalid");
+    let message = validated["response"]["status"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "Memcached.memcached.c5c3.io \"m\" is invalid: [spec.replicas: expected an integer, found a string, "
+        ),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_rule_about_a_wrongly_typed_field_does_not_repeat_its_type_error() {
+    // Autoscaling needs maxReplicas; an unreadable one is named once, for its type.
+    let object = r#"{"spec":{"resources":{"requests":{"cpu":"1"}},"autoscaling":{"enabled":true,"maxReplicas":"4"}}}"#;
+    let (_, validated) = run(Webhook::Validate, &review_with("CREATE", object)).unwrap();
+    let causes = &validated["response"]["status"]["details"]["causes"];
+    assert_eq!(
+        causes,
+        &serde_json::json!([{"reason": "FieldValueTypeInvalid",
+            "message": "expected an integer, found a string", "field": "spec.autoscaling.maxReplicas"}])
+    );
 }
 
 #[test]
@@ -400,6 +480,7 @@ fn an_unreadable_old_object_is_judged_without_it_and_logged() {
 /// warning.
 #[test]
 fn autoscaler_conflicts_go_through_actions_and_ratcheting() {
+    use super::decide::RATCHETED;
     use crate::autoscalers::{Autoscalers, Controller, Kind, Object, Sync};
     let index = Autoscalers::default();
     let review_with = |index: &Autoscalers, webhook, body: &J| {

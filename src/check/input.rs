@@ -5,9 +5,12 @@ use std::fmt;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use serde_json::Value;
 
+pub use super::position::At;
+use super::position::{self, Positions};
 use super::yaml;
 
 /// Where an object came from, as the report names it.
@@ -21,6 +24,8 @@ pub struct Origin {
     pub item: Option<usize>,
     /// 1-based line where the document starts.
     pub line: usize,
+    /// Where the object starts (the document, or the List item): 1-based line and column.
+    pub at: At,
 }
 
 impl fmt::Display for Origin {
@@ -43,6 +48,20 @@ pub struct Object {
     pub origin: Origin,
     /// The object as kubectl would send it.
     pub value: Value,
+    /// Where the nodes of its document are (shared by the items of a List).
+    pub positions: Rc<Positions>,
+    /// The object's own path in its document: `""`, or `items[k]` for a List item.
+    pub prefix: String,
+}
+
+impl Object {
+    /// Where a cause about `field` points (see [`Positions::find`]); the object's start when
+    /// the field is not in the input at all.
+    pub fn position(&self, field: &str) -> At {
+        self.positions
+            .find(&self.prefix, field)
+            .unwrap_or(self.origin.at)
+    }
 }
 
 /// Input that cannot be read: the file, and the line and column when the text is at fault.
@@ -67,8 +86,10 @@ impl fmt::Display for Unreadable {
 pub const STDIN: &str = "<stdin>";
 
 /// The files an argument names: itself, or the `*.yaml`, `*.yml` and `*.json` files under a
-/// directory, recursively, in byte order of their names (the same order on every machine).
-pub fn files(arg: &Path) -> Result<Vec<PathBuf>, Unreadable> {
+/// directory (any case: `full.YAML` too), recursively, in byte order of their names (the same
+/// order on every machine). Other files under a directory are added to `skipped`, so the report
+/// can name them.
+pub fn files(arg: &Path, skipped: &mut Vec<PathBuf>) -> Result<Vec<PathBuf>, Unreadable> {
     let unreadable = |e: io::Error| Unreadable {
         file: arg.display().to_string(),
         at: None,
@@ -76,27 +97,36 @@ pub fn files(arg: &Path) -> Result<Vec<PathBuf>, Unreadable> {
     };
     if fs::metadata(arg).map_err(unreadable)?.is_dir() {
         let mut found = Vec::new();
-        walk(arg, &mut found).map_err(unreadable)?;
+        walk(arg, &mut found, skipped).map_err(unreadable)?;
         Ok(found)
     } else {
         Ok(vec![arg.to_owned()])
     }
 }
 
-fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> io::Result<()> {
+/// Whether a file under a directory is read, by its extension (case-insensitive).
+pub fn is_manifest(path: &Path) -> bool {
+    path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+        ["yaml", "yml", "json"]
+            .iter()
+            .any(|m| e.eq_ignore_ascii_case(m))
+    })
+}
+
+fn walk(dir: &Path, found: &mut Vec<PathBuf>, skipped: &mut Vec<PathBuf>) -> io::Result<()> {
     let mut entries = fs::read_dir(dir)?.collect::<io::Result<Vec<_>>>()?;
     entries.sort_by_key(fs::DirEntry::file_name);
     for entry in entries {
         let path = entry.path();
         // Symbolic links to directories are not followed (no loops); links to files are read.
         if entry.file_type()?.is_dir() {
-            walk(&path, found)?;
-        } else if path
-            .extension()
-            .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
-            && fs::metadata(&path).is_ok_and(|m| m.is_file())
-        {
+            walk(&path, found, skipped)?;
+        } else if !fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            // A dangling link, a socket: nothing a manifest could be in.
+        } else if is_manifest(&path) {
             found.push(path);
+        } else {
+            skipped.push(path);
         }
     }
     Ok(())
@@ -133,7 +163,9 @@ pub fn objects(file: &str, text: &str) -> Result<Vec<Object>, Unreadable> {
             document: i + 1,
             item: None,
             line: doc.line,
+            at: (doc.line, doc.column),
         };
+        let positions = Rc::new(doc.positions);
         let unreadable = |message: String| Unreadable {
             file: file.to_owned(),
             at: Some((doc.line, doc.column)),
@@ -149,6 +181,8 @@ pub fn objects(file: &str, text: &str) -> Result<Vec<Object>, Unreadable> {
                 objects.push(Object {
                     origin,
                     value: doc.value,
+                    positions,
+                    prefix: String::new(),
                 });
                 continue;
             }
@@ -175,12 +209,17 @@ pub fn objects(file: &str, text: &str) -> Result<Vec<Object>, Unreadable> {
                 fields.entry("kind").or_insert_with(|| item_kind.into());
             }
             type_of(&item).map_err(|m| unreadable(format!("items[{k}]: {m}")))?;
+            let prefix = format!("items[{k}]");
+            let at = positions.find("", &prefix).unwrap_or(origin.at);
             objects.push(Object {
                 origin: Origin {
                     item: Some(k + 1),
+                    at,
                     ..origin.clone()
                 },
                 value: item,
+                positions: Rc::clone(&positions),
+                prefix,
             });
         }
     }
@@ -199,7 +238,7 @@ fn json_documents(file: &str, text: &str) -> Result<Vec<yaml::Document>, Unreada
         let value = value.map_err(|e| Unreadable {
             file: file.to_owned(),
             at: Some(json_error_at(text, &e)),
-            message: format!("not valid JSON: {e}"),
+            message: format!("not valid JSON: {}", without_position(&e)),
         })?;
         let skipped = text[start..].len() - text[start..].trim_start().len();
         let (line, column) = line_column(text, start + skipped);
@@ -207,8 +246,19 @@ fn json_documents(file: &str, text: &str) -> Result<Vec<yaml::Document>, Unreada
             line,
             column,
             value: normalize_numbers(value),
+            positions: position::json(text, start + skipped, (line, column)),
         });
     }
+}
+
+/// serde_json's message without its trailing ` at line L column C`: the report puts the
+/// position in front, once.
+fn without_position(e: &serde_json::Error) -> String {
+    let message = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    message
+        .strip_suffix(&suffix)
+        .map_or_else(|| message.clone(), str::to_owned)
 }
 
 /// Where a JSON error is, 1-based. serde_json puts an error on a newline (one inside a string)
@@ -307,7 +357,7 @@ mod tests {
         assert_eq!(objects[1].origin.line, 3);
         let err = objects_err("f.json", "{\"a\": 1,\n  \"b\" 2}");
         assert_eq!(err.at, Some((2, 7)), "{err}");
-        assert!(err.message.starts_with("not valid JSON"), "{err}");
+        assert_eq!(err.message, "not valid JSON: expected `:`", "{err}");
     }
 
     /// Found by the `check` fuzz target: serde_json reports an error on a newline inside a

@@ -29,7 +29,7 @@ fn a_denial_lists_each_field() {
         judgement
             .violations
             .iter()
-            .any(|v| v.starts_with("spec.autoscaling.")),
+            .any(|v| v.field.starts_with("spec.autoscaling.")),
         "{judgement:?}"
     );
 }
@@ -39,9 +39,29 @@ fn a_wrongly_typed_field_is_a_denial_naming_it() {
     let judgement = judge(&memcached(json!({"replicas": "three"})));
     assert!(!judgement.allowed);
     assert_eq!(judgement.violations.len(), 1);
-    assert!(
-        judgement.violations[0].starts_with("spec.replicas: "),
+    assert_eq!(
+        judgement.violations[0].field, "spec.replicas",
         "{judgement:?}"
+    );
+}
+
+#[test]
+fn every_wrongly_typed_field_and_every_violation_is_listed() {
+    let judgement = judge(&memcached(json!({"replicas": "three", "image": 7,
+        "security": {"sasl": {"enabled": true}}})));
+    assert!(!judgement.allowed);
+    let fields: Vec<_> = judgement
+        .violations
+        .iter()
+        .map(|v| v.field.as_str())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.image",
+            "spec.replicas",
+            "spec.security.sasl.credentialsSecretRef.name"
+        ]
     );
 }
 

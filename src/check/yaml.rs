@@ -9,6 +9,8 @@ use std::fmt;
 use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, Span, Tag};
 use serde_json::{Map, Number, Value};
 
+use super::position::{At, Positions};
+
 /// Deeper nesting is refused: the server's JSON parser stops at 1024 levels too.
 const MAX_DEPTH: usize = 1000;
 /// Alias expansion may not grow a stream past this many nodes (a "billion laughs" stream would
@@ -23,6 +25,8 @@ pub struct Document {
     /// 1-based column.
     pub column: usize,
     pub value: Value,
+    /// Where each node is, by field path.
+    pub positions: Positions,
 }
 
 /// Why a stream could not be converted, with the 1-based line and column.
@@ -339,13 +343,76 @@ enum Frame {
     Seq {
         items: Vec<Value>,
         anchor: usize,
+        /// The length of the path string naming this node (see [`Walk`]).
+        base: usize,
     },
     Map {
         map: Map<String, Value>,
         anchor: usize,
         /// The key read, waiting for its value; `None` for a `<<` merge key.
         key: Option<Option<String>>,
+        /// Where the pending key is.
+        key_at: Option<At>,
+        base: usize,
     },
+}
+
+/// The field path of the node being read, for [`Positions`]. Nodes inside a merge key's value
+/// are not recorded (their place in the result is only known once merged).
+struct Walk {
+    path: String,
+    /// The stack depth below which nodes are inside a merge key's value.
+    merging: Option<usize>,
+}
+
+impl Walk {
+    /// Sets the path to the next child of the innermost container and records it; returns the
+    /// child's base (its path's length).
+    fn enter(
+        &mut self,
+        stack: &[Frame],
+        positions: &mut Positions,
+        at: At,
+        container: bool,
+    ) -> usize {
+        use std::fmt::Write as _;
+        if self.merging.is_some_and(|depth| stack.len() > depth) {
+            return self.path.len();
+        }
+        self.merging = None;
+        let key_at = match stack.last() {
+            None => {
+                self.path.clear();
+                None
+            }
+            Some(Frame::Seq { items, base, .. }) => {
+                self.path.truncate(*base);
+                let _ = write!(self.path, "[{}]", items.len());
+                None
+            }
+            Some(Frame::Map {
+                key, key_at, base, ..
+            }) => {
+                self.path.truncate(*base);
+                let Some(Some(name)) = key else {
+                    self.merging = Some(stack.len());
+                    return self.path.len();
+                };
+                if *base > 0 {
+                    self.path.push('.');
+                }
+                self.path.push_str(name);
+                *key_at
+            }
+        };
+        positions.record(&self.path, key_at, at, container);
+        self.path.len()
+    }
+}
+
+/// A span's start as a 1-based line and column.
+fn start_of(span: &Span) -> At {
+    (span.start.line(), span.start.col() + 1)
 }
 
 /// Converts every document of a YAML stream.
@@ -356,12 +423,18 @@ pub fn documents(text: &str) -> Result<Vec<Document>, Error> {
     let mut anchors: HashMap<usize, Value> = HashMap::new();
     let mut nodes = 0usize;
     let mut start: Option<Span> = None;
+    let mut positions = Positions::default();
+    let mut walk = Walk {
+        path: String::new(),
+        merging: None,
+    };
     while let Some(event) = parser.next_event() {
         let (event, span) = event?;
         let value = match event {
             Event::DocumentStart(_) => {
                 anchors.clear();
                 start = None;
+                positions = Positions::default();
                 continue;
             }
             Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => continue,
@@ -374,23 +447,27 @@ pub fn documents(text: &str) -> Result<Vec<Document>, Error> {
                 }
                 start.get_or_insert(span);
                 nodes += 1;
+                let base = walk.enter(&stack, &mut positions, start_of(&span), true);
                 stack.push(if matches!(event, Event::SequenceStart(..)) {
                     Frame::Seq {
                         items: Vec::new(),
                         anchor,
+                        base,
                     }
                 } else {
                     Frame::Map {
                         map: Map::new(),
                         anchor,
                         key: None,
+                        key_at: None,
+                        base,
                     }
                 });
                 continue;
             }
             Event::SequenceEnd | Event::MappingEnd => {
                 let (value, anchor) = match stack.pop() {
-                    Some(Frame::Seq { items, anchor }) => (Value::Array(items), anchor),
+                    Some(Frame::Seq { items, anchor, .. }) => (Value::Array(items), anchor),
                     Some(Frame::Map { map, anchor, .. }) => (Value::Object(map), anchor),
                     None => continue,
                 };
@@ -416,12 +493,16 @@ pub fn documents(text: &str) -> Result<Vec<Document>, Error> {
                 }
                 // An alias in key position is the key itself.
                 if let Some(Frame::Map {
-                    key: key @ None, ..
+                    key: key @ None,
+                    key_at,
+                    ..
                 }) = stack.last_mut()
                 {
                     *key = Some(Some(key_of_value(value).map_err(|m| Error::at(&span, m))?));
+                    *key_at = Some(start_of(&span));
                     continue;
                 }
+                walk.enter(&stack, &mut positions, start_of(&span), false);
                 value.clone()
             }
             Event::Scalar(text, style, anchor, tag) => {
@@ -430,9 +511,12 @@ pub fn documents(text: &str) -> Result<Vec<Document>, Error> {
                 let scalar =
                     resolve(&text, style, tag.as_deref()).map_err(|m| Error::at(&span, m))?;
                 if let Some(Frame::Map {
-                    key: key @ None, ..
+                    key: key @ None,
+                    key_at,
+                    ..
                 }) = stack.last_mut()
                 {
+                    *key_at = Some(start_of(&span));
                     let is_merge = scalar == Scalar::Merge;
                     let name = key_string(scalar).map_err(|m| Error::at(&span, m))?;
                     if anchor != 0 {
@@ -442,6 +526,7 @@ pub fn documents(text: &str) -> Result<Vec<Document>, Error> {
                     continue;
                 }
                 let value = to_json(scalar).map_err(|m| Error::at(&span, m))?;
+                walk.enter(&stack, &mut positions, start_of(&span), false);
                 if anchor != 0 {
                     anchors.insert(anchor, value.clone());
                 }
@@ -455,6 +540,7 @@ pub fn documents(text: &str) -> Result<Vec<Document>, Error> {
                     line: at.start.line(),
                     column: at.start.col() + 1,
                     value,
+                    positions: std::mem::take(&mut positions),
                 });
             }
             Some(Frame::Seq { items, .. }) => items.push(value),

@@ -116,9 +116,7 @@ impl FieldError {
     /// the whole PodDisruptionBudget with the reference's `""`.
     fn names_value(&self) -> bool {
         match &self.kind {
-            ErrorKind::Invalid(v) | ErrorKind::NotSupported(v) => {
-                !(self.field == PDB && v == "\"\"") && v != "{...}" && v != "[...]"
-            }
+            ErrorKind::Invalid(v) | ErrorKind::NotSupported(v) => v != "{...}" && v != "[...]",
             ErrorKind::Required | ErrorKind::Forbidden | ErrorKind::Autoscaled => false,
         }
     }
@@ -494,9 +492,14 @@ fn pod_disruption_budget(spec: &Spec<'_, '_>, errors: &mut Vec<FieldError>) {
         return;
     };
     match (pdb.min_available.get(), pdb.max_unavailable.get()) {
-        (Some(_), Some(_)) => errors.push(FieldError::invalid(
+        // The Go reference reports the value `""`; what is set tells the user what to remove.
+        (Some(min), Some(max)) => errors.push(FieldError::invalid(
             PDB,
-            go_quote(""),
+            go_quote(&format!(
+                "minAvailable={}, maxUnavailable={}",
+                int_or_string(min),
+                int_or_string(max)
+            )),
             "minAvailable and maxUnavailable are mutually exclusive, specify only one",
         )),
         (None, None) => errors.push(FieldError::required(
@@ -709,6 +712,14 @@ fn non_empty_or<'a>(field: Field<&'a str>, default: &'a str) -> &'a str {
 // === rendering ===
 
 /// Go's `%q` (strconv.Quote) for the strings this webhook quotes.
+/// An `intstr.IntOrString` as its text (`1`, `25%`).
+fn int_or_string(v: &IntOrString<'_>) -> String {
+    match v {
+        IntOrString::Int(n) => n.to_string(),
+        IntOrString::String(s) => (*s).to_owned(),
+    }
+}
+
 pub(crate) fn go_quote(s: &str) -> String {
     use fmt::Write as _;
     let mut out = String::with_capacity(s.len() + 2);

@@ -371,3 +371,23 @@ fn a_float_key_outside_float32_is_named_as_go_names_it() {
     let text = format!("{big}: a\n-{big}: b\n");
     assert_eq!(one(&text), json!({"+Inf": "a", "-Inf": "b"}));
 }
+
+#[test]
+fn positions_name_each_node_and_merged_ones_point_at_their_parent() {
+    let text = "# c\nbase: &b\n  threads: 4\nspec:\n  <<: *b\n  replicas: three\n  args: [a, 'b']\n---\nx: {k: 1}\n";
+    let docs = documents(text).unwrap();
+    let p = &docs[0].positions;
+    assert_eq!(p.find("", "spec.replicas"), Some((6, 13)));
+    assert_eq!(p.find("", "spec.args[1]"), Some((7, 13)));
+    assert_eq!(p.find("", "spec.args"), Some((7, 3)), "a sequence: its key");
+    // Merged from the anchor: not where the merge put it, so the parent's key.
+    assert_eq!(p.find("", "spec.threads"), Some((4, 1)));
+    assert_eq!(p.find("", "base.threads"), Some((3, 12)));
+    assert_eq!(p.find("", "nothing.here"), Some((2, 1)), "the document");
+    assert_eq!(
+        docs[1].positions.find("", "x.k"),
+        Some((9, 8)),
+        "{:?}",
+        docs[1].positions
+    );
+}

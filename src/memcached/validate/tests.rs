@@ -254,7 +254,7 @@ fn memory_limit_table() {
     ]);
 }
 
-const PDB_BOTH: &str = "spec.highAvailability.podDisruptionBudget: Invalid value: \"\": minAvailable and maxUnavailable are mutually exclusive, specify only one";
+const PDB_BOTH: &str = "spec.highAvailability.podDisruptionBudget: Invalid value: \"minAvailable=1, maxUnavailable=1\": minAvailable and maxUnavailable are mutually exclusive, specify only one";
 const PDB_NEITHER: &str = "spec.highAvailability.podDisruptionBudget: Required value: one of minAvailable or maxUnavailable must be set when PDB is enabled";
 
 fn pdb(replicas: J, pdb: J) -> J {
@@ -288,9 +288,11 @@ fn pdb_table() {
         (
             pdb(
                 json!(3),
-                json!({"enabled": true, "minAvailable": 5, "maxUnavailable": 1}),
+                json!({"enabled": true, "minAvailable": 5, "maxUnavailable": "25%"}),
             ),
-            &[PDB_BOTH],
+            &[
+                "spec.highAvailability.podDisruptionBudget: Invalid value: \"minAvailable=5, maxUnavailable=25%\": minAvailable and maxUnavailable are mutually exclusive, specify only one",
+            ],
         ),
         (pdb(json!(3), json!({"enabled": true})), &[PDB_NEITHER]),
         (

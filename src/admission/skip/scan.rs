@@ -1,150 +1,26 @@
-//! Keeps `metadata.managedFields` away from the parser. It is a quarter of a `kubectl apply`
-//! review and its densest part (a string and a node per field it tracks), and no rule reads it.
-//! Before parsing, each such array is blanked to `[` spaces `]`, so simd-json finds nothing in
-//! it; after parsing, every blanked array must turn out to be the member of
-//! `request.object.metadata` or `request.oldObject.metadata`, else the review is parsed again
-//! from its original bytes (see [`verified`]).
-//!
-//! Blanking keeps every other byte where it was, so parse errors elsewhere keep their offsets.
-//! What the parser no longer checks inside a blanked array is its grammar (and its limits, such as
-//! `1e400` or nesting past 1,024 levels): the blank is made only when the array's strings and
-//! brackets balance and its bytes are UTF-8, and the apiserver never sends anything else there
-//! (it decoded the object itself before asking us).
+//! Where a JSON value that opens with `[` or `{` ends, scanned 64 bytes at a time on bit masks as
+//! simd-json's first stage does: skipping pays only while this scan costs far less than parsing
+//! the value would.
 
-use std::sync::LazyLock;
-
-use memchr::memmem::Finder;
-
-use crate::json::Val;
-
-/// `"managedFields"`: the opening quote excludes keys that merely end in the name.
-const KEY: &[u8] = b"\"managedFields\"";
-
-/// At most this many arrays are blanked (a review holds two: the object's and the old object's);
-/// any further ones are left to the parser.
-const MAX: usize = 4;
-
-static FINDER: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(KEY));
-
-/// Where arrays were blanked: the offset of the first letter of each one's key.
-#[derive(Debug, Default)]
-pub struct Blanked {
-    keys: [usize; MAX],
-    len: usize,
-}
-
-impl Blanked {
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    fn keys(&self) -> &[usize] {
-        &self.keys[..self.len]
-    }
-}
-
-/// Blanks the interior of every `"managedFields": [...]` array in `body` (the JSON text, without
-/// the parser's padding).
-pub fn blank(body: &mut [u8]) -> Blanked {
-    let mut blanked = Blanked::default();
-    let mut from = 0;
-    while blanked.len < MAX {
-        let Some(found) = FINDER.find(&body[from..]) else {
-            break;
-        };
-        let quote = from + found;
-        from = quote + KEY.len();
-        // After a backslash the quote may be escaped, inside some other string.
-        if quote > 0 && body[quote - 1] == b'\\' {
-            continue;
-        }
-        let Some(open) = array_after_colon(body, from) else {
-            continue;
-        };
-        let Some(close) = array_end(body, open) else {
-            // The text ends inside it: the parser reports that.
-            break;
-        };
-        blanked.keys[blanked.len] = quote + 1;
-        blanked.len += 1;
-        body[open + 1..close].fill(b' ');
-        from = close + 1;
-    }
-    blanked
-}
-
-/// The offset of the `[` when `at` starts `: [` (JSON whitespace allowed around the colon).
-fn array_after_colon(body: &[u8], mut at: usize) -> Option<usize> {
-    let skip = |at: &mut usize| {
-        while body
-            .get(*at)
-            .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
-        {
-            *at += 1;
-        }
-    };
-    skip(&mut at);
-    if body.get(at) != Some(&b':') {
-        return None;
-    }
-    at += 1;
-    skip(&mut at);
-    (body.get(at) == Some(&b'[')).then_some(at)
-}
-
-/// Whether every blanked array is the `managedFields` member of a `metadata` member of an
-/// `object` or `oldObject` member of a `request` member of the root `review`: then no rule could
-/// have read what was blanked. `base` is the address of the body the tape was parsed from; its
-/// keys borrow that body, so a key's address names the offset it was read from.
-pub fn verified(blanked: &Blanked, base: usize, review: Val<'_, '_>) -> bool {
-    let mut found = 0;
-    for (key, request) in review.entries().into_iter().flatten() {
-        if key != "request" {
-            continue;
-        }
-        for (key, object) in request.entries().into_iter().flatten() {
-            if key != "object" && key != "oldObject" {
-                continue;
-            }
-            for (key, metadata) in object.entries().into_iter().flatten() {
-                if key != "metadata" {
-                    continue;
-                }
-                for (key, fields) in metadata.entries().into_iter().flatten() {
-                    let offset = (key.as_ptr() as usize).wrapping_sub(base);
-                    if key == "managedFields"
-                        && blanked.keys().contains(&offset)
-                        && fields
-                            .items()
-                            .is_some_and(|mut items| items.next().is_none())
-                    {
-                        found += 1;
-                    }
-                }
-            }
-        }
-    }
-    found == blanked.len
-}
-
-/// The offset of the `]` that closes the array opened at `open`, with brackets inside strings
-/// (and escaped quotes) not counted; `None` if the text ends first, or if the array holds bytes
-/// that are not UTF-8 (the parser then reports them). Works 64 bytes at a time on bit masks, as
+/// The offset of the `]` or `}` that closes the value opened at `open`, with brackets and braces
+/// inside strings (and escaped quotes) not counted; `None` if the text ends first, or if the value
+/// holds bytes that are not UTF-8 (the parser then reports them). Brackets and braces count alike:
+/// a mismatched pair is malformed JSON, which only the whole parse would see. Works 64 bytes at a time on bit masks, as
 /// simd-json's first stage does, because blanking pays only while the scan costs far less than
 /// parsing the array would (the 100 KB review's 20 KB array: 104,000 instructions to parse,
 /// 22,000 to scan with AVX2).
-fn array_end(body: &[u8], open: usize) -> Option<usize> {
+pub(super) fn value_end(body: &[u8], open: usize) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2, checked just above.
             #[allow(unsafe_code)]
-            return unsafe { array_end_avx2(body, open) };
+            return unsafe { value_end_avx2(body, open) };
         }
         // SAFETY: SSE2 is part of the x86_64 baseline: every x86_64 CPU has it.
         #[allow(unsafe_code)]
         unsafe {
-            array_end_sse2(body, open)
+            value_end_sse2(body, open)
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -155,17 +31,17 @@ fn array_end(body: &[u8], open: usize) -> Option<usize> {
 /// against 2.1 with SSE2 (callgrind, the 100 KB review's 20 KB array).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn array_end_avx2(body: &[u8], open: usize) -> Option<usize> {
+fn value_end_avx2(body: &[u8], open: usize) -> Option<usize> {
     scan(body, open, |block| classify_avx2(block))
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "sse2")]
-fn array_end_sse2(body: &[u8], open: usize) -> Option<usize> {
+fn value_end_sse2(body: &[u8], open: usize) -> Option<usize> {
     scan(body, open, |block| classify_sse2(block))
 }
 
-/// [`array_end`] with the given way of classifying a block.
+/// [`value_end`] with the given way of classifying a block.
 #[inline(always)]
 fn scan(body: &[u8], open: usize, classify: impl Fn(&[u8; 64]) -> Masks) -> Option<usize> {
     let mut depth = 0u32;
@@ -195,9 +71,9 @@ fn scan(body: &[u8], open: usize, classify: impl Fn(&[u8; 64]) -> Masks) -> Opti
         // parser's first stage.)
         let opens = masks.open & !(inside | escaped);
         let closes = masks.close & !(inside | escaped);
-        // Most blocks of managedFields hold no bracket at all (its objects use braces).
-        if closes != 0 {
-            // The array may close in this block: walk its brackets in order.
+        let (n_opens, n_closes) = (opens.count_ones(), closes.count_ones());
+        if n_closes >= depth {
+            // The value may close in this block: walk its brackets in order.
             let mut brackets = opens | closes;
             while brackets != 0 {
                 let bit = brackets.trailing_zeros();
@@ -213,12 +89,101 @@ fn scan(body: &[u8], open: usize, classify: impl Fn(&[u8; 64]) -> Masks) -> Opti
                     }
                 }
             }
-        } else if opens != 0 {
-            depth += opens.count_ones();
+        } else {
+            depth = depth + n_opens - n_closes;
         }
         at += 64;
     }
     None
+}
+
+/// Where a walk from the start of the text stands: how deep in objects and arrays, and whether
+/// inside a string. It tells a key of a member at its path's depth from the same name deeper
+/// down (`spec.service.annotations`), before anything is removed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Walk {
+    /// The offset of the next byte to walk.
+    pub at: usize,
+    /// Brackets and braces open there (may go below zero on text that is not JSON).
+    pub depth: i64,
+    /// Whether that byte is inside a string.
+    pub in_string: bool,
+    escape_carry: bool,
+}
+
+impl Walk {
+    /// Walks up to `to` (not included).
+    pub(super) fn advance(&mut self, text: &[u8], to: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2, checked just above.
+                #[allow(unsafe_code)]
+                return unsafe { advance_avx2(self, text, to) };
+            }
+            // SAFETY: SSE2 is part of the x86_64 baseline: every x86_64 CPU has it.
+            #[allow(unsafe_code)]
+            unsafe {
+                advance_sse2(self, text, to)
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        walk(self, text, to, classify_bytes)
+    }
+
+    /// Jumps over a value that opens at `self.at` and closes at `close` (found by [`value_end`]):
+    /// its brackets balance, so the walk stands where it stood.
+    pub(super) fn jump(&mut self, close: usize) {
+        self.at = close + 1;
+        self.escape_carry = false;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn advance_avx2(state: &mut Walk, text: &[u8], to: usize) {
+    walk(state, text, to, |block| classify_avx2(block))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse2")]
+fn advance_sse2(state: &mut Walk, text: &[u8], to: usize) {
+    walk(state, text, to, |block| classify_sse2(block))
+}
+
+/// [`Walk::advance`] with the given way of classifying a block.
+#[inline(always)]
+fn walk(state: &mut Walk, text: &[u8], to: usize, classify: impl Fn(&[u8; 64]) -> Masks) {
+    let to = to.min(text.len());
+    let mut in_string = if state.in_string { u64::MAX } else { 0 };
+    while state.at < to {
+        let n = (to - state.at).min(64);
+        let last;
+        let block: &[u8; 64] = match text.get(state.at..state.at + 64) {
+            Some(full) => full.try_into().expect("64 bytes"),
+            None => {
+                let mut rest = [b' '; 64];
+                rest[..text.len() - state.at].copy_from_slice(&text[state.at..]);
+                last = rest;
+                &last
+            }
+        };
+        let keep = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
+        let masks = classify(block);
+        let escaped = escaped_upto(
+            masks.backslash & keep,
+            &mut state.escape_carry,
+            n as u32 - 1,
+        );
+        let quotes = masks.quote & !escaped & keep;
+        let inside = prefix_xor(quotes) ^ in_string;
+        in_string = ((((inside >> (n - 1)) & 1) as i64).wrapping_neg()) as u64;
+        let opens = masks.open & !(inside | escaped) & keep;
+        let closes = masks.close & !(inside | escaped) & keep;
+        state.depth += i64::from(opens.count_ones()) - i64::from(closes.count_ones());
+        state.at += n;
+    }
+    state.in_string = in_string != 0;
 }
 
 /// One bit per byte of a 64-byte block, for each kind of byte the scan looks at.
@@ -261,8 +226,8 @@ fn classify_avx2(block: &[u8; 64]) -> Masks {
     Masks {
         quote: bits(b'"'),
         backslash: bits(b'\\'),
-        open: bits(b'['),
-        close: bits(b']'),
+        open: bits(b'[') | bits(b'{'),
+        close: bits(b']') | bits(b'}'),
         non_ascii: join(_mm256_movemask_epi8(lo), _mm256_movemask_epi8(hi)),
     }
 }
@@ -286,8 +251,8 @@ fn classify_sse2(block: &[u8; 64]) -> Masks {
         };
         masks.quote |= bits(b'"');
         masks.backslash |= bits(b'\\');
-        masks.open |= bits(b'[');
-        masks.close |= bits(b']');
+        masks.open |= bits(b'[') | bits(b'{');
+        masks.close |= bits(b']') | bits(b'}');
         masks.non_ascii |= u64::from(_mm_movemask_epi8(v) as u16) << (16 * i);
     }
     masks
@@ -302,8 +267,8 @@ fn classify_bytes(block: &[u8; 64]) -> Masks {
         match b {
             b'"' => masks.quote |= bit,
             b'\\' => masks.backslash |= bit,
-            b'[' => masks.open |= bit,
-            b']' => masks.close |= bit,
+            b'[' | b'{' => masks.open |= bit,
+            b']' | b'}' => masks.close |= bit,
             0x80.. => masks.non_ascii |= bit,
             _ => {}
         }
@@ -314,6 +279,11 @@ fn classify_bytes(block: &[u8; 64]) -> Masks {
 /// The bytes that follow an unescaped backslash (so are escaped). `carry`: the previous block
 /// ended with one; updated for the next block. Backslashes are rare, so they are walked one by one.
 fn escaped(backslashes: u64, carry: &mut bool) -> u64 {
+    escaped_upto(backslashes, carry, 63)
+}
+
+/// [`escaped`] for a block that ends after bit `last`.
+fn escaped_upto(backslashes: u64, carry: &mut bool, last: u32) -> u64 {
     let mut escaped = u64::from(*carry);
     *carry = false;
     let mut rest = backslashes;
@@ -323,7 +293,7 @@ fn escaped(backslashes: u64, carry: &mut bool) -> u64 {
         if escaped >> bit & 1 == 1 {
             continue;
         }
-        if bit == 63 {
+        if bit == last {
             *carry = true;
         } else {
             escaped |= 1 << (bit + 1);

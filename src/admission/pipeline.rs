@@ -1,0 +1,265 @@
+//! The review pipeline: skip what no rule reads, parse, verify what was skipped, decide, log.
+//! Owns the per-thread parser state every request reuses.
+
+use std::cell::RefCell;
+use std::time::Instant;
+
+use simd_json::{Buffers, Tape};
+
+use super::decide::{Verdict, decide};
+use super::enforcement::Actions;
+use super::envelope::{BadReview, Request, ends_open, parse};
+use super::{Webhook, skip};
+use crate::autoscalers::Autoscalers;
+use crate::json::Val;
+
+/// Per-thread parser state, reused by every request the thread serves.
+struct Scratch {
+    buffers: Buffers,
+    tape: Option<Tape<'static>>,
+    patch: Vec<u8>,
+    /// The review without what [`skip`] removed.
+    compacted: Vec<u8>,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        Scratch {
+            buffers: Buffers::new(16 * 1024),
+            tape: Some(Tape::null()),
+            patch: Vec::with_capacity(1024),
+            compacted: Vec::new(),
+        }
+    }
+}
+
+/// Bodies above this leave no buffers behind: a few multi-megabyte reviews (an object near
+/// etcd's 1.5 MB limit, twice for UPDATE) must not pin megabytes on every worker thread for
+/// good, while the common few-KB review keeps reusing warm buffers.
+pub(super) const RETAIN_BELOW: usize = 256 * 1024;
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::new());
+}
+
+/// Answers one AdmissionReview. `body` holds exactly the request body; it is padded, and
+/// unescaped in place when it is parsed whole. What [`skip`] removes is not parsed: the
+/// review is parsed from a compacted copy, and `body` whole only when the copy fails to parse
+/// or to verify. `original` marks a body the server keeps a copy of (a small one): only such a
+/// body is compacted, so a big one is never held twice; it is not called.
+/// The answer is written into `out`; `Err` means HTTP 400 with its reason.
+pub fn review(
+    webhook: Webhook,
+    actions: Actions,
+    body: &mut Vec<u8>,
+    original: impl FnOnce(&mut Vec<u8>),
+    out: &mut Vec<u8>,
+    started: Instant,
+) -> Result<Verdict, BadReview> {
+    drop(original);
+    review_skipping(webhook, actions, None, body, true, out, started)
+}
+
+/// [`review`], the validating webhook also judging against the cluster's other autoscalers
+/// (`--autoscaler-conflicts=on`).
+pub fn review_in(
+    webhook: Webhook,
+    actions: Actions,
+    autoscalers: &Autoscalers,
+    body: &mut Vec<u8>,
+    original: impl FnOnce(&mut Vec<u8>),
+    out: &mut Vec<u8>,
+    started: Instant,
+) -> Result<Verdict, BadReview> {
+    drop(original);
+    review_skipping(
+        webhook,
+        actions,
+        Some(autoscalers),
+        body,
+        true,
+        out,
+        started,
+    )
+}
+
+/// [`review`] parsing the whole body, what no rule reads included: for a body the server does
+/// not keep a copy of (it keeps only small HTTP/1 bodies), and to compare with.
+pub fn review_whole(
+    webhook: Webhook,
+    actions: Actions,
+    body: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+    started: Instant,
+) -> Result<Verdict, BadReview> {
+    review_skipping(webhook, actions, None, body, false, out, started)
+}
+
+/// [`review_whole`] with the autoscaler index when `--autoscaler-conflicts=on`.
+pub fn review_whole_in(
+    webhook: Webhook,
+    actions: Actions,
+    autoscalers: Option<&Autoscalers>,
+    body: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+    started: Instant,
+) -> Result<Verdict, BadReview> {
+    review_skipping(webhook, actions, autoscalers, body, false, out, started)
+}
+
+/// [`review`], skipping what no rule reads when `skipping`.
+fn review_skipping(
+    webhook: Webhook,
+    actions: Actions,
+    autoscalers: Option<&Autoscalers>,
+    body: &mut Vec<u8>,
+    skipping: bool,
+    out: &mut Vec<u8>,
+    started: Instant,
+) -> Result<Verdict, BadReview> {
+    if body.is_empty() {
+        return Err(BadReview::Empty);
+    }
+    let len = body.len();
+    SCRATCH.with(|scratch| {
+        let mut guard = scratch.borrow_mut();
+        let Scratch {
+            buffers,
+            tape,
+            patch,
+            compacted,
+        } = &mut *guard;
+        let mut answered = None;
+        let skipped = if skipping {
+            skip::compact(body, compacted)
+        } else {
+            skip::Skipped::default()
+        };
+        if !skipped.is_empty() {
+            let short = compacted.len();
+            compacted.resize(short + simd_json::INPUT_PADDING, b' ');
+            let base = compacted.as_ptr() as usize;
+            let mut parsed: Tape<'_> = tape.take().unwrap_or_else(Tape::null).reset();
+            if simd_json::fill_tape_padded(compacted, short, buffers, &mut parsed).is_ok()
+                && skipped.verified(base, Val::root(&parsed))
+            {
+                let old = skipped.old_object().map(|range| &body[range]);
+                answered = Some(answer(
+                    webhook,
+                    actions,
+                    autoscalers,
+                    &parsed,
+                    old,
+                    patch,
+                    out,
+                    started,
+                ));
+            }
+            *tape = Some(parsed.reset());
+        }
+        let result = match answered {
+            Some(result) => result,
+            None => {
+                // Nothing was skipped, or something skipped may be read, or the text is not
+                // JSON and its error must be the one the body as sent gets: parse it whole.
+                body.resize(len + simd_json::INPUT_PADDING, b' ');
+                let mut whole: Tape<'_> = tape.take().unwrap_or_else(Tape::null).reset();
+                let result = match simd_json::fill_tape_padded(body, len, buffers, &mut whole) {
+                    Ok(()) => answer(
+                        webhook,
+                        actions,
+                        autoscalers,
+                        &whole,
+                        None,
+                        patch,
+                        out,
+                        started,
+                    ),
+                    Err(error) => Err(BadReview::Json {
+                        error,
+                        truncated: false,
+                    }),
+                };
+                *tape = Some(whole.reset());
+                result
+            }
+        };
+        if len >= RETAIN_BELOW {
+            *guard = Scratch::new();
+        }
+        result.map_err(|bad| match bad {
+            BadReview::Json { error, .. } => BadReview::Json {
+                error,
+                truncated: ends_open(&body[..len]),
+            },
+            other => other,
+        })
+    })
+}
+
+/// Reads the envelope from a parsed review, decides and logs. `old` holds the bytes of a
+/// skipped `oldObject`.
+#[allow(clippy::too_many_arguments)] // each is one thing the answer depends on
+fn answer(
+    webhook: Webhook,
+    actions: Actions,
+    autoscalers: Option<&Autoscalers>,
+    tape: &Tape<'_>,
+    old: Option<&[u8]>,
+    patch: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+    started: Instant,
+) -> Result<Verdict, BadReview> {
+    let (version, mut request) = parse(Val::root(tape))?;
+    if old.is_some() {
+        request.old_object = None;
+        request.old_object_text = old;
+    }
+    let verdict = decide(webhook, actions, autoscalers, version, &request, patch, out);
+    log(webhook, &request, &verdict, started);
+    Ok(verdict)
+}
+
+/// What this thread's scratch holds on to between requests: tape nodes, patch bytes, and the
+/// structural indexes the last parse left (simd-json shows their length, not its capacity).
+#[cfg(test)]
+pub(super) fn retained() -> (usize, usize, usize) {
+    SCRATCH.with(|s| {
+        let s = s.borrow();
+        (
+            s.tape.as_ref().map_or(0, |t| t.0.capacity()),
+            s.patch.capacity(),
+            s.buffers.structural_indexes().len(),
+        )
+    })
+}
+
+/// One line per admission: denials at info, allowed admissions at debug. A line costs more
+/// CPU than the decision itself (formatting, the queue, waking the writer thread: 8-17 µs
+/// against 3-10 µs, `benches/latency.rs` with `LATENCY_LOG=1`), and the apiserver's audit log
+/// already records every call; controller-runtime logs them at V(5) too.
+fn log(webhook: Webhook, req: &Request<'_, '_>, verdict: &Verdict, started: Instant) {
+    macro_rules! line {
+        ($level:expr) => {
+            tracing::event!(
+                $level,
+                webhook = webhook.path(),
+                uid = req.uid,
+                operation = req.operation_raw,
+                namespace = req.namespace,
+                name = req.name,
+                allowed = verdict.allowed,
+                code = verdict.code,
+                patched = verdict.patched,
+                warnings = verdict.warnings,
+                elapsed_us = started.elapsed().as_micros() as u64,
+                "admission"
+            )
+        };
+    }
+    if verdict.allowed {
+        line!(tracing::Level::DEBUG);
+    } else {
+        line!(tracing::Level::INFO);
+    }
+}

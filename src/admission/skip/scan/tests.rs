@@ -1,0 +1,180 @@
+use proptest::prelude::*;
+
+use super::*;
+
+/// Every classifier this CPU can run, by name.
+#[allow(unsafe_code)]
+fn every_classify(block: &[u8; 64]) -> Vec<(&'static str, Masks)> {
+    let mut all = vec![("bytes", classify_bytes(block))];
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: SSE2 is part of the x86_64 baseline.
+        all.push(("sse2", unsafe { classify_sse2(block) }));
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2, checked just above.
+            all.push(("avx2", unsafe { classify_avx2(block) }));
+        }
+    }
+    all
+}
+
+/// Every scan this CPU can run, by name.
+#[allow(unsafe_code)]
+fn every_scan(body: &[u8], open: usize) -> Vec<(&'static str, Option<usize>)> {
+    let mut all = vec![
+        ("bytes", scan(body, open, classify_bytes)),
+        ("dispatched", value_end(body, open)),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: SSE2 is part of the x86_64 baseline.
+        all.push(("sse2", unsafe { value_end_sse2(body, open) }));
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2, checked just above.
+            all.push(("avx2", unsafe { value_end_avx2(body, open) }));
+        }
+    }
+    all
+}
+
+/// The scan a byte at a time: the reference for [`value_end`]. A backslash escapes the next
+/// byte wherever it stands (as in simd-json's first stage; valid JSON has them only in strings).
+fn value_end_bytewise(body: &[u8], open: usize) -> Option<usize> {
+    let (mut depth, mut in_string, mut escaped) = (0u32, false, false);
+    for (i, &b) in body.iter().enumerate().skip(open) {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        if b == b'\\' {
+            escaped = true;
+            continue;
+        }
+        if in_string {
+            in_string = b != b'"';
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => depth += 1,
+            b']' | b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return std::str::from_utf8(&body[open..i]).is_ok().then_some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Text made mostly of the bytes the scan cares about, so strings, escapes and brackets fall on
+/// every position of a 64-byte block, and across blocks.
+fn jsonish() -> impl Strategy<Value = Vec<u8>> {
+    let byte = prop_oneof![
+        4 => Just(b'"'),
+        3 => Just(b'\\'),
+        3 => Just(b'['),
+        3 => Just(b']'),
+        2 => Just(b'{'),
+        2 => Just(b'}'),
+        6 => Just(b'a'),
+        1 => Just(0xc3),
+        1 => Just(0xa9),
+        1 => any::<u8>(),
+    ];
+    proptest::collection::vec(byte, 0..300)
+}
+
+/// The walk a byte at a time: the reference for [`Walk::advance`].
+fn walk_bytewise(text: &[u8], to: usize) -> (i64, bool) {
+    let (mut depth, mut in_string, mut escaped) = (0i64, false, false);
+    for &b in &text[..to] {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match b {
+            b'\\' => escaped = true,
+            b'"' => in_string = !in_string,
+            b'[' | b'{' if !in_string => depth += 1,
+            b']' | b'}' if !in_string => depth -= 1,
+            _ => {}
+        }
+    }
+    (depth, in_string)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_vector_masks_are_the_bytewise_ones(block in proptest::array::uniform32(any::<u8>()),
+                                              other in proptest::array::uniform32(any::<u8>())) {
+        let mut whole = [0u8; 64];
+        whole[..32].copy_from_slice(&block);
+        whole[32..].copy_from_slice(&other);
+        for (name, masks) in every_classify(&whole) {
+            prop_assert_eq!(&masks, &classify_bytes(&whole), "{}", name);
+        }
+    }
+
+    #[test]
+    fn the_walk_is_the_bytewise_one(text in jsonish(), stops in proptest::collection::vec(0usize..300, 0..4)) {
+        let mut stops = stops;
+        stops.sort_unstable();
+        stops.push(text.len());
+        let mut walk = Walk::default();
+        for stop in stops {
+            let stop = stop.min(text.len());
+            walk.advance(&text, stop);
+            prop_assert_eq!((walk.depth, walk.in_string), walk_bytewise(&text, stop), "at {}", stop);
+        }
+    }
+
+    #[test]
+    fn the_scan_finds_the_bytewise_end(tail in jsonish(), lead in 0usize..70) {
+        let mut body = vec![b' '; lead];
+        body.push(b'[');
+        body.extend_from_slice(&tail);
+        let expected = value_end_bytewise(&body, lead);
+        for (name, end) in every_scan(&body, lead) {
+            prop_assert_eq!(end, expected, "{}", name);
+        }
+    }
+}
+
+#[test]
+fn escapes_and_brackets_in_strings_do_not_end_the_value() {
+    let ending_last = [
+        r#"[]"#,
+        r#"["]"]"#,
+        r#"["\"]"]"#,
+        r#"["\\"]"#,
+        r#"["\\\"]"]"#,
+        r#"[[],[[]]]"#,
+        r#"[{"k:{\"name\":\"[x\"}":{}}]"#,
+        r#"{"a":{"b":"}"},"c":[{}]}"#,
+    ];
+    for text in ending_last {
+        let end = Some(text.len() - 1);
+        assert_eq!(value_end(text.as_bytes(), 0), end, "{text}");
+    }
+    for text in [r#"["#, r#"["]"#, r#"["\"]"#, r#"[[]"#] {
+        assert_eq!(value_end(text.as_bytes(), 0), None, "{text}");
+    }
+}
+
+#[test]
+fn an_escape_split_across_blocks_is_followed() {
+    // The backslash is the 64th byte of the first block; the quote it escapes opens the second.
+    for pad in 55..70 {
+        let text = format!("[\"{}\\\"]\"]", "a".repeat(pad));
+        let expected = value_end_bytewise(text.as_bytes(), 0);
+        assert_eq!(expected, Some(text.len() - 1), "{text}");
+        for (name, end) in every_scan(text.as_bytes(), 0) {
+            assert_eq!(end, expected, "{name}: {text}");
+        }
+    }
+}
