@@ -407,9 +407,9 @@ fn the_samples_are_admitted_except_the_refused_one() {
     assert!(!run.stdout.starts_with("judged 0,"), "{}", run.stdout);
     assert!(
         run.stdout.contains(
-            "denied manifests/samples/refused.yaml document 1 (line 10) default/refused-cache\n  \
-             spec.memcached.maxItemSize: Invalid value: \"100k\": memcached refuses an item size \
-             below its slab chunk size (512k)"
+            "manifests/samples/refused.yaml:10:1: denied default/refused-cache\n\
+             manifests/samples/refused.yaml:17:18: spec.memcached.maxItemSize: Invalid value: \
+             \"100k\": memcached refuses an item size below its slab chunk size (512k)"
         ),
         "{}",
         run.stdout

@@ -2,8 +2,10 @@
 //! Owns the per-thread parser state every request reuses.
 
 use std::cell::RefCell;
+use std::sync::LazyLock;
 use std::time::Instant;
 
+use memchr::memmem;
 use simd_json::{Buffers, Tape};
 
 use super::decide::{Verdict, decide};
@@ -57,7 +59,8 @@ pub fn review(
     started: Instant,
 ) -> Result<Verdict, BadReview> {
     drop(original);
-    review_skipping(webhook, actions, None, body, true, out, started)
+    let skipping = worth_skipping(body);
+    review_skipping(webhook, actions, None, body, skipping, out, started)
 }
 
 /// [`review`], the validating webhook also judging against the cluster's other autoscalers
@@ -81,6 +84,21 @@ pub fn review_in(
         out,
         started,
     )
+}
+
+/// Bodies below this are parsed whole unless they carry an `oldObject`: the skip's search, walk,
+/// copy and check cost about 4,500 instructions, more than a typical CREATE's skippable members
+/// (`managedFields`, a short last-applied annotation) save (`benches/instructions.rs`).
+const SKIP_FROM: usize = 16 * 1024;
+
+/// Whether [`skip`] can save more than it costs: a big body, or an UPDATE's `oldObject` (a
+/// whole second object no defaulting and no valid object reads). The kube-apiserver writes
+/// compact JSON, so `"oldObject":{` finds it; a body spelled otherwise is only parsed whole,
+/// with the same answer.
+fn worth_skipping(body: &[u8]) -> bool {
+    static OLD_OBJECT: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(br#""oldObject":{"#));
+    body.len() >= SKIP_FROM || OLD_OBJECT.find(body).is_some()
 }
 
 /// [`review`] parsing the whole body, what no rule reads included: for a body the server does
