@@ -75,12 +75,13 @@ pub fn review_in(
     started: Instant,
 ) -> Result<Verdict, BadReview> {
     drop(original);
+    let skipping = worth_skipping(body);
     review_skipping(
         webhook,
         actions,
         Some(autoscalers),
         body,
-        true,
+        skipping,
         out,
         started,
     )
