@@ -101,10 +101,22 @@ fuzz_target!(|data: &[u8]| {
 fn answer(webhook: Webhook, actions: Actions, sent: &[u8]) -> Option<Vec<u8>> {
     let (mut body, mut out) = (sent.to_vec(), Vec::new());
     let original = |body: &mut Vec<u8>| body.extend_from_slice(sent);
-    let served = admission::review(webhook, actions, &mut body, original, &mut out, Instant::now());
+    let served = admission::review(
+        webhook,
+        actions,
+        &mut body,
+        original,
+        &mut out,
+        Instant::now(),
+    );
     let (mut body, mut as_sent_out) = (sent.to_vec(), Vec::new());
-    let as_sent =
-        admission::review_whole(webhook, actions, &mut body, &mut as_sent_out, Instant::now());
+    let as_sent = admission::review_whole(
+        webhook,
+        actions,
+        &mut body,
+        &mut as_sent_out,
+        Instant::now(),
+    );
     match (&served, &as_sent) {
         (Ok(_), Ok(_)) if out == as_sent_out => return Some(out),
         (Err(served), Err(whole)) if served.to_string() == whole.to_string() => {
@@ -114,7 +126,8 @@ fn answer(webhook: Webhook, actions: Actions, sent: &[u8]) -> Option<Vec<u8>> {
         _ => {}
     }
     let (mut body, mut whole_out) = (blanked(sent).unwrap_or_else(|| sent.to_vec()), Vec::new());
-    let whole = admission::review_whole(webhook, actions, &mut body, &mut whole_out, Instant::now());
+    let whole =
+        admission::review_whole(webhook, actions, &mut body, &mut whole_out, Instant::now());
     match (served, whole) {
         (Ok(_), Ok(_)) => assert_eq!(
             String::from_utf8_lossy(&out),
