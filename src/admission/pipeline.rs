@@ -45,9 +45,9 @@ thread_local! {
 }
 
 /// Answers one AdmissionReview. `body` holds exactly the request body; it is padded, and
-/// unescaped in place when it is parsed whole. What [`skip`] removes is not parsed: the
-/// review is parsed from a compacted copy, and `body` whole only when the copy fails to parse
-/// or to verify. `original` marks a body the server keeps a copy of (a small one): only such a
+/// unescaped in place when it is parsed whole. Where skipping pays ([`worth_skipping`]), what
+/// [`skip`] removes is not parsed: the review is parsed from a compacted copy, and `body` whole
+/// only when the copy fails to parse or to verify. `original` marks a body the server keeps a copy of (a small one): only such a
 /// body is compacted, so a big one is never held twice; it is not called.
 /// The answer is written into `out`; `Err` means HTTP 400 with its reason.
 pub fn review(
