@@ -1,32 +1,58 @@
 #!/usr/bin/env python3
-"""Instructions the release server executes per admission request, over loopback TLS.
+"""Instructions per admission request: the release server next to the floor, over loopback TLS.
 
-Runs target/release/memcached-webhook under valgrind's callgrind (instruction counts do not depend
-on what else the machine is doing), warms it up, then sends two batches of the same review on one
-HTTP/1.1 keep-alive connection each with h2load (as the kube-apiserver sends them): N/5 requests,
-then N. The figure is (Ir(big) - Ir(small)) / (N - N/5): the marginal cost of a request, with the
-TLS handshake and the connection's setup cancelled out. Counts cover the whole process (TLS, HTTP,
-JSON, the allocator, metrics, logging), not the kernel; valgrind runs one thread at a time.
+For each row (a review and the webhook it goes to) it starts target/release/memcached-webhook
+under valgrind's callgrind (instruction counts do not depend on what else the machine is doing),
+posts the review once to capture the answer (it must be HTTP 200), warms up with 200 requests,
+then sends two batches of the same review on one HTTP/1.1 keep-alive connection each with h2load
+(as the kube-apiserver sends them): N/5 requests, then N. The figure is
+(Ir(N) - Ir(N/5)) / (N - N/5): the marginal cost of a request, with the TLS handshake and the
+connection's setup cancelled out. Counts cover the whole process (TLS, HTTP, JSON, the allocator,
+metrics, logging), not the kernel; valgrind runs one thread at a time.
+
+Then it measures the floor (benches/floor.rs) the same way: a bare hyper 1 + tokio-rustls (ring)
+server with the same certificate and ALPN that reads the body and answers the captured response,
+precomputed. The ratio ours/floor is what the webhook costs above the least any HTTPS server on
+this stack must do. The default rows: benches/fixtures/b-kubectl-apply.json (5.6 KB CREATE) and
+benches/fixtures/e-big-100k.json (100 KB) through mutate, tests/fixtures/mutate-update-kubectl-apply.json
+(3.5 KB UPDATE) through mutate and through validate. From a clone:
 
     cargo build --release --locked
-    python3 benches/instr-per-request.py tests/fixtures/mutate-create-kubectl-apply.json \
-        tests/fixtures/large-annotations.json
+    python3 benches/instr-per-request.py                  # the four rows, 2000 requests
+    python3 benches/instr-per-request.py --requests 500   # quicker, a few minutes
+    python3 benches/instr-per-request.py --max-ratio 3    # exits 1 if a row is above 3x the floor
+    python3 benches/instr-per-request.py tests/fixtures/large-annotations.json:mutate
 
-Needs valgrind (callgrind_control) and h2load (Debian: nghttp2-client).
+The floor is built with `cargo build --release --locked --bench floor` (or given with --floor);
+that build links target/release/memcached-webhook again with the dev-dependencies' features, so the
+script measures a copy of --binary taken before it (`cargo build --release --locked` restores it).
+Needs valgrind (callgrind_control) and h2load (Debian: valgrind nghttp2-client).
 """
 
 import argparse
+import http.client
 import json
 import pathlib
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
 import time
 
-MUTATE = "/mutate-memcached-c5c3-io-v1beta1-memcached"
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+PATHS = {
+    "mutate": "/mutate-memcached-c5c3-io-v1beta1-memcached",
+    "validate": "/validate-memcached-c5c3-io-v1beta1-memcached",
+}
+DEFAULT_ROWS = [
+    "benches/fixtures/b-kubectl-apply.json:mutate",
+    "benches/fixtures/e-big-100k.json:mutate",
+    "tests/fixtures/mutate-update-kubectl-apply.json:mutate",
+    "tests/fixtures/mutate-update-kubectl-apply.json:validate",
+]
+WARM_UP = 200
 
 
 def fail(message):
@@ -34,31 +60,104 @@ def fail(message):
     sys.exit(2)
 
 
-def start(binary, work):
-    """Starts the server under callgrind on ephemeral loopback ports; returns (process, address)."""
-    log = open(work / "server.log", "w+")
+def parse_row(spec):
+    """`FIXTURE[:mutate|validate]` -> (fixture path, webhook); relative paths from the repo root."""
+    fixture, webhook = spec, "mutate"
+    head, sep, tail = spec.rpartition(":")
+    if sep and tail in PATHS:
+        fixture, webhook = head, tail
+    path = pathlib.Path(fixture)
+    if not path.is_absolute() and not path.is_file():
+        path = ROOT / path
+    if not path.is_file():
+        fail(f"{fixture}: no such file")
+    return path, webhook
+
+
+def build_floor():
+    """Builds benches/floor.rs in release and returns its executable."""
+    print("instr-per-request: cargo build --release --locked --bench floor", file=sys.stderr)
+    out = subprocess.run(
+        ["cargo", "build", "--release", "--locked", "--bench", "floor", "--message-format=json"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    if out.returncode != 0:
+        fail("the floor does not build (cargo build --release --locked --bench floor)")
+    for line in out.stdout.splitlines():
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if (message.get("reason") == "compiler-artifact"
+                and message.get("target", {}).get("name") == "floor"
+                and message.get("executable")):
+            return pathlib.Path(message["executable"])
+    fail("cargo built no floor executable")
+
+
+def start(name, command, work, address_of):
+    """Starts `command` under callgrind; waits until address_of(stderr line) gives its address."""
+    log = open(work / f"{name}.log", "w+")
     process = subprocess.Popen(
-        ["valgrind", "-q", "--tool=callgrind", f"--callgrind-out-file={work}/cg.out",
-         str(binary), "--dev", "--cert-dir", str(work / "certs"),
-         "--webhook-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0",
-         "--metrics-bind-address", "127.0.0.1:0", "--log-format", "json"],
+        ["valgrind", "-q", "--tool=callgrind", f"--callgrind-out-file={work}/cg-{name}.out",
+         *map(str, command)],
         stdout=subprocess.DEVNULL, stderr=log)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if process.poll() is not None:
             log.seek(0)
-            fail(f"the server exited ({process.returncode}):\n{log.read()}")
+            fail(f"{name} exited ({process.returncode}):\n{log.read()}")
         log.seek(0)
         for line in log:
-            try:
-                webhook = json.loads(line).get("webhook")
-            except ValueError:
-                continue
-            if isinstance(webhook, str) and re.fullmatch(r"127\.0\.0\.1:\d+", webhook):
-                return process, webhook
+            address = address_of(line)
+            if address is not None:
+                return process, address
         time.sleep(0.5)
-    process.kill()
-    fail("the server did not log its webhook address within 120 s")
+    stop(process)
+    fail(f"{name} did not log its address within 120 s")
+
+
+def webhook_address(line):
+    """Our server's JSON log line with the bound `webhook` address."""
+    try:
+        webhook = json.loads(line).get("webhook")
+    except (ValueError, AttributeError):
+        return None
+    if isinstance(webhook, str) and re.fullmatch(r"127\.0\.0\.1:\d+", webhook):
+        return webhook
+    return None
+
+
+def floor_address(line):
+    """The floor's `floor: listening on ADDR`."""
+    match = re.fullmatch(r"floor: listening on (127\.0\.0\.1:\d+)\s*", line)
+    return match.group(1) if match else None
+
+
+def stop(process):
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def post_once(address, path, fixture):
+    """One POST with a plain HTTPS client; returns the body of the answer, which must be a 200."""
+    host, port = address.rsplit(":", 1)
+    connection = http.client.HTTPSConnection(
+        host, int(port), context=ssl._create_unverified_context(), timeout=300)
+    try:
+        connection.request("POST", path, body=fixture.read_bytes(),
+                           headers={"Content-Type": "application/json"})
+        answer = connection.getresponse()
+        body = answer.read()
+    finally:
+        connection.close()
+    if answer.status != 200:
+        fail(f"{fixture.name} -> {path}: HTTP {answer.status}:\n{body[:2000]!r}")
+    return body
 
 
 def send(url, fixture, n):
@@ -71,15 +170,15 @@ def send(url, fixture, n):
         fail(f"h2load: not {n} successful answers:\n{out.stdout}{out.stderr}")
 
 
-def batch(pid, work, url, fixture, n):
+def batch(name, pid, work, url, fixture, n):
     """Ir executed while n requests were served (callgrind zeroed before, dumped after)."""
     subprocess.run(["callgrind_control", "-z", str(pid)], check=True, capture_output=True)
     send(url, fixture, n)
-    for dump in work.glob("cg.out.*"):
+    for dump in work.glob(f"cg-{name}.out.*"):
         dump.unlink()
     subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
     total = 0
-    for dump in work.glob("cg.out.*"):
+    for dump in work.glob(f"cg-{name}.out.*"):
         for line in dump.read_text().splitlines():
             if line.startswith("summary:"):
                 total += int(line.split()[1])
@@ -88,38 +187,93 @@ def batch(pid, work, url, fixture, n):
     return total
 
 
+def measure(name, process, address, work, path, fixture, requests):
+    """Instructions per request of a started server: warm-up, then the two batches."""
+    url = f"https://{address}{path}"
+    send(url, fixture, WARM_UP)
+    small = batch(name, process.pid, work, url, fixture, requests // 5)
+    big = batch(name, process.pid, work, url, fixture, requests)
+    return (big - small) / (requests - requests // 5)
+
+
+def row(args, floor, work, fixture, webhook):
+    """(floor, ours) instructions per request for one fixture through one webhook."""
+    path = PATHS[webhook]
+    certs = work / "certs"  # --dev writes tls.crt and tls.key here once; the floor serves them too
+    process, address = start("ours", [
+        args.binary, "--dev", "--cert-dir", certs,
+        "--webhook-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0",
+        "--metrics-bind-address", "127.0.0.1:0", "--log-format", "json"], work, webhook_address)
+    try:
+        response = work / "response.json"
+        response.write_bytes(post_once(address, path, fixture))
+        ours = measure("ours", process, address, work, path, fixture, args.requests)
+    finally:
+        stop(process)
+    process, address = start("floor", [
+        floor, "--cert", certs / "tls.crt", "--key", certs / "tls.key",
+        "--addr", "127.0.0.1:0", "--response", response], work, floor_address)
+    try:
+        if post_once(address, path, fixture) != response.read_bytes():
+            fail("the floor did not answer the captured response")
+        lowest = measure("floor", process, address, work, path, fixture, args.requests)
+    finally:
+        stop(process)
+    return lowest, ours
+
+
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("fixtures", nargs="+", type=pathlib.Path)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        epilog="Default rows: " + ", ".join(DEFAULT_ROWS))
+    parser.add_argument("rows", nargs="*", metavar="FIXTURE[:mutate|validate]",
+                        help="a review and the webhook to post it to (default: mutate)")
     parser.add_argument("--binary", type=pathlib.Path,
                         default=ROOT / "target/release/memcached-webhook")
-    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--floor", type=pathlib.Path,
+                        help="the floor's executable (default: built with cargo)")
+    parser.add_argument("--requests", type=int, default=2000,
+                        help="requests in the big batch (default 2000; 500 is quicker)")
+    parser.add_argument("--max-ratio", type=float,
+                        help="exit 1 if any row costs more than this many times the floor")
     args = parser.parse_args()
     for tool in ("valgrind", "callgrind_control", "h2load"):
         if shutil.which(tool) is None:
-            fail(f"{tool} not found (apt-get install valgrind nghttp2-client)")
+            fail(f"{tool} not found (Debian: apt-get install valgrind nghttp2-client)")
     if not args.binary.is_file():
         fail(f"{args.binary} not found: cargo build --release --locked")
-    small = args.requests // 5
-    if small < 1:
+    if args.requests < 5:
         fail("--requests must be at least 5")
-    for fixture in args.fixtures:
-        if not fixture.is_file():
-            fail(f"{fixture}: no such file")
-        with tempfile.TemporaryDirectory(prefix="instr-") as tmp:
-            work = pathlib.Path(tmp)
-            process, address = start(args.binary, work)
-            try:
-                url = f"https://{address}{MUTATE}"
-                send(url, fixture, 200)
-                a = batch(process.pid, work, url, fixture, small)
-                b = batch(process.pid, work, url, fixture, args.requests)
-            finally:
-                process.terminate()
-                process.wait(timeout=60)
-            per_request = (b - a) / (args.requests - small)
-            print(f"{fixture.name}: {per_request:,.0f} instructions per request "
-                  f"({fixture.stat().st_size:,} bytes, HTTP/1.1 keep-alive, {args.requests} requests)")
+    rows = [parse_row(spec) for spec in (args.rows or DEFAULT_ROWS)]
+
+    results = []
+    with tempfile.TemporaryDirectory(prefix="instr-") as kept:
+        # The bench build links target/release/memcached-webhook again, with the dev-dependencies'
+        # features (`cargo build --release --locked` puts the plain one back): measure the binary
+        # as it was given.
+        args.binary = pathlib.Path(shutil.copy2(args.binary, kept))
+        floor = args.floor or build_floor()
+        if not floor.is_file():
+            fail(f"{floor}: no such file")
+        for fixture, webhook in rows:
+            label = f"{fixture.name} ({fixture.stat().st_size:,} B) {webhook}"
+            print(f"instr-per-request: {label} ...", file=sys.stderr)
+            with tempfile.TemporaryDirectory(prefix="instr-") as tmp:
+                lowest, ours = row(args, floor, pathlib.Path(tmp), fixture, webhook)
+            results.append((label, lowest, ours, ours / lowest))
+
+    print(f"\nInstructions per request, HTTP/1.1 keep-alive over TLS, {args.requests} requests:\n")
+    print("| row | floor | ours | ratio |")
+    print("| --- | ---: | ---: | ---: |")
+    for label, lowest, ours, ratio in results:
+        print(f"| {label} | {lowest:,.0f} | {ours:,.0f} | {ratio:.2f}× |")
+    if args.max_ratio is not None:
+        over = [(label, ratio) for label, _, _, ratio in results if ratio > args.max_ratio]
+        for label, ratio in over:
+            print(f"instr-per-request: {label}: {ratio:.2f}× the floor, above --max-ratio "
+                  f"{args.max_ratio:g}", file=sys.stderr)
+        if over:
+            sys.exit(1)
 
 
 if __name__ == "__main__":
