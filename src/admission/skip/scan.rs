@@ -277,29 +277,36 @@ fn classify_bytes(block: &[u8; 64]) -> Masks {
 }
 
 /// The bytes that follow an unescaped backslash (so are escaped). `carry`: the previous block
-/// ended with one; updated for the next block. Backslashes are rare, so they are walked one by one.
+/// ended with one; updated for the next block.
 fn escaped(backslashes: u64, carry: &mut bool) -> u64 {
     escaped_upto(backslashes, carry, 63)
 }
 
-/// [`escaped`] for a block that ends after bit `last`.
+/// [`escaped`] for a block that ends after bit `last` (`backslashes` has no bit past it).
+/// Branch-free, as simdjson's first stage: walking backslashes one by one cost about 2,000
+/// instructions on a `kubectl apply` review, whose last-applied annotation escapes every quote.
+/// A run of backslashes that starts on an even bit escapes the byte after it when its length is
+/// odd, which is when it ends on an even bit, and likewise for odd starts; adding each run's
+/// start to the run carries past its end, so the carry's position tells the parity.
 fn escaped_upto(backslashes: u64, carry: &mut bool, last: u32) -> u64 {
-    let mut escaped = u64::from(*carry);
-    *carry = false;
-    let mut rest = backslashes;
-    while rest != 0 {
-        let bit = rest.trailing_zeros();
-        rest &= rest - 1;
-        if escaped >> bit & 1 == 1 {
-            continue;
-        }
-        if bit == last {
-            *carry = true;
-        } else {
-            escaped |= 1 << (bit + 1);
-        }
+    const EVEN: u64 = 0x5555_5555_5555_5555;
+    let previous = u64::from(*carry);
+    // A backslash that is itself escaped starts nothing.
+    let backslashes = backslashes & !previous;
+    let follows = (backslashes << 1) | previous;
+    let odd_starts = backslashes & !EVEN & !follows;
+    let (even_runs, overflow) = odd_starts.overflowing_add(backslashes);
+    let escaped = (EVEN ^ (even_runs << 1)) & follows;
+    *carry = if last == 63 {
+        overflow
+    } else {
+        escaped >> (last + 1) & 1 == 1
+    };
+    if last == 63 {
+        escaped
+    } else {
+        escaped & ((1 << (last + 1)) - 1)
     }
-    escaped
 }
 
 /// Bit i is the XOR of bits 0..=i: between an opening quote's bit and its closing one's.

@@ -106,8 +106,51 @@ fn walk_bytewise(text: &[u8], to: usize) -> (i64, bool) {
     (depth, in_string)
 }
 
+/// Which bytes of a block ending after bit `last` follow an unescaped backslash, one backslash
+/// at a time: what the branch-free [`escaped_upto`] must equal.
+fn escaped_one_by_one(backslashes: u64, carry: &mut bool, last: u32) -> u64 {
+    let mut escaped = u64::from(*carry);
+    *carry = false;
+    for bit in 0..=last {
+        if backslashes >> bit & 1 == 1 && escaped >> bit & 1 == 0 {
+            if bit == last {
+                *carry = true;
+            } else {
+                escaped |= 1 << (bit + 1);
+            }
+        }
+    }
+    escaped
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_branch_free_escapes_are_the_one_by_one_ones(
+        // Runs of backslashes are what matter: bias towards them.
+        runs in proptest::collection::vec((0u32..64, 1u32..12), 0..8),
+        noise in any::<u64>(),
+        carry in any::<bool>(),
+        last in 0u32..64,
+    ) {
+        let mut backslashes = noise & noise.rotate_left(7);
+        for (start, len) in runs {
+            for bit in start..(start + len).min(64) {
+                backslashes |= 1 << bit;
+            }
+        }
+        if last < 63 {
+            backslashes &= (1 << (last + 1)) - 1;
+        }
+        let (mut fast, mut slow) = (carry, carry);
+        prop_assert_eq!(
+            escaped_upto(backslashes, &mut fast, last),
+            escaped_one_by_one(backslashes, &mut slow, last),
+            "{:064b} carry {} last {}", backslashes, carry, last
+        );
+        prop_assert_eq!(fast, slow);
+    }
 
     #[test]
     fn the_vector_masks_are_the_bytewise_ones(block in proptest::array::uniform32(any::<u8>()),
