@@ -23,8 +23,10 @@ use crate::json::Val;
 /// ratchet a violation of the new object: then it is parsed on its own from its bytes as sent
 /// ([`Skipped::old_object`]). Only the object's own `metadata.annotations` and `labels`, never
 /// `spec.service.annotations` or the like: a key at another path fails the verification.
-pub const SKIPPED: [&[&str]; 7] = [
+pub const SKIPPED: [&[&str]; 9] = [
     &["request", "oldObject"],
+    &["request", "userInfo"],
+    &["request", "options"],
     &["request", "object", "status"],
     &["request", "object", "metadata", "managedFields"],
     &["request", "object", "metadata", "annotations"],
@@ -32,6 +34,8 @@ pub const SKIPPED: [&[&str]; 7] = [
     &["request", "object", "metadata", "ownerReferences"],
     &["request", "object", "metadata", "finalizers"],
 ];
+
+const _: () = assert!(MAX <= 64, "one bit of `seen` per removed member");
 
 /// The index of `request.oldObject` in [`SKIPPED`].
 const OLD_OBJECT: usize = 0;
@@ -118,12 +122,88 @@ impl Skipped {
     /// compacted text whose first byte is at address `base`), now empty: then no rule read
     /// what was removed. Keys borrow the text, so a key's address names its offset.
     pub fn verified(&self, base: usize, review: Val<'_, '_>) -> bool {
-        self.removed().iter().all(|r| {
-            found(review, SKIPPED[r.path], r.key, base)
-                && (r.path != OLD_OBJECT || last_old_object(review, base) == Some(r.key))
-        })
+        let mut seen = 0;
+        self.mark(review, 0, base, &mut seen);
+        seen == (1 << self.len) - 1
+            && self
+                .removed()
+                .iter()
+                .all(|r| r.path != OLD_OBJECT || last_old_object(review, base) == Some(r.key))
+    }
+
+    /// Walks `v`, at `node` of [`STEPS`], down every path of [`SKIPPED`] at once, setting bit
+    /// `i` of `seen` when removed member `i` is at its path, now empty.
+    fn mark(&self, v: Val<'_, '_>, node: usize, base: usize, seen: &mut u64) {
+        let Some(entries) = v.entries() else {
+            return;
+        };
+        let steps = &STEPS[node];
+        for (key, value) in entries {
+            let Some(step) = steps
+                .iter()
+                .find(|step| step.name.len() == key.len() && step.name == key)
+            else {
+                continue;
+            };
+            if let Some(path) = step.last {
+                let offset = (key.as_ptr() as usize).wrapping_sub(base);
+                for (i, r) in self.removed().iter().enumerate() {
+                    if r.path == path && r.key == offset && is_empty(value) {
+                        *seen |= 1 << i;
+                    }
+                }
+            }
+            if let Some(next) = step.next {
+                self.mark(value, next, base, seen);
+            }
+        }
     }
 }
+
+/// One step of the paths in [`SKIPPED`], from the member they reach so far.
+struct Step {
+    name: &'static str,
+    /// The index in [`SKIPPED`] of the path that ends here.
+    last: Option<usize>,
+    /// Where paths that go on continue, in [`STEPS`].
+    next: Option<usize>,
+}
+
+/// [`SKIPPED`] as a tree: the steps from the root, then from each member on the way, so the
+/// verification walks the shared first steps (`request`, `object`, `metadata`) once.
+static STEPS: LazyLock<Vec<Vec<Step>>> = LazyLock::new(|| {
+    let mut nodes: Vec<Vec<Step>> = vec![Vec::new()];
+    for (index, path) in SKIPPED.iter().enumerate() {
+        let mut node = 0;
+        for (depth, &name) in path.iter().enumerate() {
+            let at = match nodes[node].iter().position(|step| step.name == name) {
+                Some(at) => at,
+                None => {
+                    nodes[node].push(Step {
+                        name,
+                        last: None,
+                        next: None,
+                    });
+                    nodes[node].len() - 1
+                }
+            };
+            if depth + 1 == path.len() {
+                nodes[node][at].last = Some(index);
+            } else {
+                let next = match nodes[node][at].next {
+                    Some(next) => next,
+                    None => {
+                        nodes.push(Vec::new());
+                        nodes[node][at].next = Some(nodes.len() - 1);
+                        nodes.len() - 1
+                    }
+                };
+                node = next;
+            }
+        }
+    }
+    nodes
+});
 
 /// The key offset of the `oldObject` the envelope reads: with duplicate keys, the last one that
 /// is not null. Its removed bytes are what ratcheting parses, so it must be that one.
@@ -141,21 +221,6 @@ fn last_old_object(review: Val<'_, '_>, base: usize) -> Option<usize> {
         }
     }
     last
-}
-
-/// Whether the member at `path` under `v` has its key at `offset` and an empty value.
-fn found(v: Val<'_, '_>, path: &[&str], offset: usize, base: usize) -> bool {
-    let Some((first, rest)) = path.split_first() else {
-        return false;
-    };
-    v.entries().into_iter().flatten().any(|(key, v)| {
-        key == *first
-            && if rest.is_empty() {
-                (key.as_ptr() as usize).wrapping_sub(base) == offset && is_empty(v)
-            } else {
-                found(v, rest, offset, base)
-            }
-    })
 }
 
 fn is_empty(v: Val<'_, '_>) -> bool {

@@ -24,7 +24,8 @@ fn every_skipped_member_is_removed_and_verified() {
         "annotations" : {"k":"{\"annotations\":{}}"},"managedFields":[{"f:x":{}}],
         "ownerReferences":[{"uid":"o"}],"finalizers":["f"]},"spec":{"replicas":1},
         "status":{"readyReplicas":1}},
-        "oldObject":{"metadata":{"managedFields" : [ {"manager":"k"} ],"name":"a"}}}}"#;
+        "oldObject":{"metadata":{"managedFields" : [ {"manager":"k"} ],"name":"a"}},
+        "userInfo":{"username":"u","groups":["g"]},"options":{"kind":"CreateOptions"}}}"#;
     let (removed, ok, after) = verify(text);
     assert!(removed && ok, "{after}");
     let parsed: serde_json::Value = serde_json::from_str(&after).unwrap();
@@ -46,6 +47,9 @@ fn every_skipped_member_is_removed_and_verified() {
     assert_eq!(parsed["request"]["object"]["spec"]["replicas"], 1);
     assert_eq!(parsed["request"]["object"]["status"], serde_json::json!({}));
     assert_eq!(parsed["request"]["oldObject"], serde_json::json!({}));
+    assert_eq!(parsed["request"]["userInfo"], serde_json::json!({}));
+    assert_eq!(parsed["request"]["options"], serde_json::json!({}));
+    assert_eq!(parsed["request"]["uid"], "u");
 }
 
 #[test]
@@ -77,7 +81,7 @@ fn a_skipped_key_deeper_down_is_left_alone() {
 fn a_skipped_key_anywhere_else_fails_verification() {
     for text in [
         r#"{"request":{"object":{"spec":{"managedFields":[1]}}}}"#,
-        r#"{"request":{"object":{"metadata":{}},"options":{"x":{"managedFields":[1]}}}}"#,
+        r#"{"request":{"object":{"metadata":{}},"requestKind":{"x":{"managedFields":[1]}}}}"#,
         r#"{"request":{"object":{"metadata":{"labels":{}}},"x":{"y":{"labels":{"a":"b"}}}}}"#,
         r#"{"request":{"spec":{"status":{"a":1}}}}"#,
         r#"{"request":{"oldObject":{"a":1},"oldObject":{"b":2}}}"#,
