@@ -88,14 +88,17 @@ pub fn review_in(
 }
 
 /// Bodies below this are parsed whole unless they carry an `oldObject`: the skip's search, walk,
-/// copy and check cost about 4,500 instructions, more than a typical CREATE's skippable members
-/// (`managedFields`, a short last-applied annotation) save (`benches/instructions.rs`).
-const SKIP_FROM: usize = 16 * 1024;
+/// copy and verification cost about 4,000 instructions, more than a small CREATE's skippable
+/// members (`managedFields`, a short last-applied annotation) save: with the skip, a 1.5 KB
+/// `kubectl create` review took 26,515 instead of 22,733 and the 1.9 KB `kubectl apply` one
+/// 27,707 instead of 26,503, while the 5.6 KB `kubectl apply` CREATE gains about 12,000
+/// (`benches/instructions.rs`, `benches/instr-per-request.py`).
+const SKIP_FROM: usize = 4 * 1024;
 
-/// Whether [`skip`] can save more than it costs: a big body, or an UPDATE's `oldObject` (a
-/// whole second object no defaulting and no valid object reads). The kube-apiserver writes
-/// compact JSON, so `"oldObject":{` finds it; a body spelled otherwise is only parsed whole,
-/// with the same answer.
+/// Whether [`skip`] can save more than it costs: a body of a few KB (a `kubectl apply` CREATE
+/// with its last-applied copy), or an UPDATE's `oldObject` (a whole second object no defaulting
+/// and no valid object reads). The kube-apiserver writes compact JSON, so `"oldObject":{`
+/// finds it; a body spelled otherwise is only parsed whole, with the same answer.
 fn worth_skipping(body: &[u8]) -> bool {
     static OLD_OBJECT: LazyLock<memmem::Finder<'static>> =
         LazyLock::new(|| memmem::Finder::new(br#""oldObject":{"#));
