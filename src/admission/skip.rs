@@ -35,7 +35,10 @@ pub const SKIPPED: [&[&str]; 9] = [
     &["request", "object", "metadata", "finalizers"],
 ];
 
-const _: () = assert!(MAX <= 64, "one bit of `seen` per removed member");
+const _: () = assert!(
+    MAX < 64,
+    "one bit of `seen` per removed member, and the mask of all"
+);
 
 /// The index of `request.oldObject` in [`SKIPPED`].
 const OLD_OBJECT: usize = 0;

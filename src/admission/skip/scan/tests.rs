@@ -22,15 +22,15 @@ fn every_classify(block: &[u8; 64]) -> Vec<(&'static str, Masks)> {
 #[allow(unsafe_code)]
 fn every_scan(body: &[u8], open: usize) -> Vec<(&'static str, Option<usize>)> {
     let mut all = vec![
-        ("bytes", scan(body, open, classify_bytes)),
+        ("bytes", scan(body, open, classify_bytes, prefix_xor)),
         ("dispatched", value_end(body, open)),
     ];
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: SSE2 is part of the x86_64 baseline.
         all.push(("sse2", unsafe { value_end_sse2(body, open) }));
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2, checked just above.
+        if avx2() {
+            // SAFETY: the CPU has AVX2, POPCNT and PCLMULQDQ, checked just above.
             all.push(("avx2", unsafe { value_end_avx2(body, open) }));
         }
     }
@@ -150,6 +150,22 @@ proptest! {
             "{:064b} carry {} last {}", backslashes, carry, last
         );
         prop_assert_eq!(fast, slow);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_carry_less_prefix_is_the_shifted_one(x in any::<u64>()) {
+        if avx2() {
+            // SAFETY: the CPU has PCLMULQDQ, checked just above.
+            #[allow(unsafe_code)]
+            let clmul = unsafe { prefix_xor_clmul(x) };
+            prop_assert_eq!(clmul, prefix_xor(x));
+            let by_bit = (0..64).fold((0u64, 0u64), |(acc, bit), i| {
+                let bit = bit ^ (x >> i & 1);
+                (acc | bit << i, bit)
+            });
+            prop_assert_eq!(clmul, by_bit.0);
+        }
     }
 
     #[test]
