@@ -142,10 +142,7 @@ impl Skipped {
         };
         let steps = &STEPS[node];
         for (key, value) in entries {
-            let Some(step) = steps
-                .iter()
-                .find(|step| step.name.len() == key.len() && step.name == key)
-            else {
+            let Some(step) = steps.iter().find(|step| step.name == key) else {
                 continue;
             };
             if let Some(path) = step.last {

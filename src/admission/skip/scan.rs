@@ -330,14 +330,11 @@ fn escaped_upto(backslashes: u64, carry: &mut bool, last: u32) -> u64 {
     let odd_starts = backslashes & !EVEN & !follows;
     let (even_runs, overflow) = odd_starts.overflowing_add(backslashes);
     let escaped = (EVEN ^ (even_runs << 1)) & follows;
-    *carry = if last == 63 {
-        overflow
-    } else {
-        escaped >> (last + 1) & 1 == 1
-    };
     if last == 63 {
+        *carry = overflow;
         escaped
     } else {
+        *carry = escaped >> (last + 1) & 1 == 1;
         escaped & ((1 << (last + 1)) - 1)
     }
 }
