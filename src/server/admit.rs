@@ -52,7 +52,8 @@ pub(crate) enum Reason {
     PreHandshake = 2,
 }
 
-/// What the policy sees of a connection holding a slot. Times are milliseconds on one clock.
+/// What the policy sees of a connection holding a slot. Times are microseconds on one clock
+/// (milliseconds tie: a client on loopback finishes two requests in one).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Candidate {
     pub phase: Phase,
@@ -60,9 +61,9 @@ pub(crate) struct Candidate {
     pub in_flight: usize,
     /// It has answered a request: an idle keep-alive rather than an incomplete connection.
     pub completed: bool,
-    pub accepted_ms: u64,
+    pub accepted_us: u64,
     /// When the current phase began.
-    pub since_ms: u64,
+    pub since_us: u64,
     /// Already told to go: not chosen twice.
     pub evicting: bool,
 }
@@ -75,17 +76,18 @@ fn rank(c: &Candidate) -> Option<(Reason, u64)> {
     }
     match c.phase {
         Phase::Busy | Phase::PreHandshake => None,
-        Phase::Idle if c.completed => Some((Reason::Idle, c.since_ms)),
+        Phase::Idle if c.completed => Some((Reason::Idle, c.since_us)),
         // A head arriving after answered requests: as old as the head.
-        Phase::Reading if c.completed => Some((Reason::Incomplete, c.since_ms)),
+        Phase::Reading if c.completed => Some((Reason::Incomplete, c.since_us)),
         Phase::Handshaking | Phase::Idle | Phase::Reading => {
-            Some((Reason::Incomplete, c.accepted_ms))
+            Some((Reason::Incomplete, c.accepted_us))
         }
     }
 }
 
 /// The connection to close so a new one gets a slot, and why; `None` when every slot holds a
-/// request in service (or one already closing), and the newcomer must wait.
+/// request in service (or one already closing), and the newcomer must wait. Of two ranked
+/// alike, the first given goes (`slots` gives them in the order they were accepted).
 pub(crate) fn victim<K>(
     candidates: impl IntoIterator<Item = (K, Candidate)>,
 ) -> Option<(K, Reason)> {
@@ -205,13 +207,13 @@ impl Episode {
 mod tests {
     use super::*;
 
-    fn conn(phase: Phase, completed: bool, accepted_ms: u64, since_ms: u64) -> Candidate {
+    fn conn(phase: Phase, completed: bool, accepted_us: u64, since_us: u64) -> Candidate {
         Candidate {
             phase,
             in_flight: usize::from(phase == Phase::Busy),
             completed,
-            accepted_ms,
-            since_ms,
+            accepted_us,
+            since_us,
             evicting: false,
         }
     }
@@ -225,6 +227,15 @@ mod tests {
             ("busy", conn(Phase::Busy, true, 0, 0)),
         ];
         assert_eq!(victim(slots), Some(("idle since 20", Reason::Idle)));
+    }
+
+    #[test]
+    fn of_two_ranked_alike_the_first_given_goes() {
+        let slots = [
+            ("accepted first", conn(Phase::Idle, true, 1, 70)),
+            ("accepted second", conn(Phase::Idle, true, 2, 70)),
+        ];
+        assert_eq!(victim(slots), Some(("accepted first", Reason::Idle)));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! policy when a newcomer needs room, and keeping the state gauges, eviction counters and
 //! pressure episodes of `metrics::Connections`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -42,19 +42,20 @@ pub(crate) struct Slots {
 /// the newcomers' (a connection told to go closes at once, or within a second between requests).
 #[derive(Default)]
 struct Held {
-    conns: HashMap<u64, Arc<Conn>>,
+    /// By id, the order of acceptance: of two equally ranked victims the older goes.
+    conns: BTreeMap<u64, Arc<Conn>>,
     leaving: usize,
 }
 
 /// One connection's state, shared by its task, its I/O wrapper and the registry.
 pub(crate) struct Conn {
     id: u64,
-    accepted_ms: u64,
+    accepted_us: u64,
     phase: AtomicU8,
     /// Requests in service.
     in_flight: AtomicUsize,
     completed: AtomicBool,
-    /// Milliseconds since the registry's epoch when the current phase began.
+    /// Microseconds since the registry's epoch when the current phase began.
     since: AtomicU64,
     evicting: AtomicBool,
     /// Told to go (a notification is kept until the task looks).
@@ -109,8 +110,8 @@ impl Slots {
         })
     }
 
-    fn now_ms(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    fn now_us(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
     fn gauges(&self) -> &Connections {
@@ -128,7 +129,7 @@ impl Slots {
     pub(crate) fn accepted(self: &Arc<Self>) -> (Ticket, f64) {
         let conn = Arc::new(Conn {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
-            accepted_ms: self.now_ms(),
+            accepted_us: self.now_us(),
             phase: AtomicU8::new(Phase::PreHandshake as u8),
             in_flight: AtomicUsize::new(0),
             completed: AtomicBool::new(false),
@@ -246,8 +247,8 @@ impl Slots {
 }
 
 impl Conn {
-    fn now_ms(&self) -> u64 {
-        self.slots.now_ms()
+    fn now_us(&self) -> u64 {
+        self.slots.now_us()
     }
 
     fn phase(&self) -> Phase {
@@ -259,8 +260,8 @@ impl Conn {
             phase: self.phase(),
             in_flight: self.in_flight.load(Ordering::Acquire),
             completed: self.completed.load(Ordering::Acquire),
-            accepted_ms: self.accepted_ms,
-            since_ms: self.since.load(Ordering::Acquire),
+            accepted_us: self.accepted_us,
+            since_us: self.since.load(Ordering::Acquire),
             evicting: self.evicting.load(Ordering::Acquire),
         }
     }
@@ -299,7 +300,7 @@ impl Conn {
     /// http.Transport, the apiserver's client, parks a freshly dialed connection unused when
     /// another became free first, and closing it early would race the client's reuse of it).
     pub(crate) fn handshake_done(&self) {
-        self.since.store(self.now_ms(), Ordering::Release);
+        self.since.store(self.now_us(), Ordering::Release);
         self.enter(Phase::Idle);
     }
 
@@ -316,7 +317,7 @@ impl Conn {
                 )
                 .is_ok()
         {
-            self.since.store(self.now_ms(), Ordering::Release);
+            self.since.store(self.now_us(), Ordering::Release);
             let gauges = &self.slots.gauges().by_state;
             gauges[gauge(Phase::Idle)].dec();
             gauges[gauge(Phase::Reading)].inc();
@@ -353,8 +354,8 @@ impl Conn {
         if self.in_service() {
             return None;
         }
-        let elapsed = Duration::from_millis(
-            self.now_ms()
+        let elapsed = Duration::from_micros(
+            self.now_us()
                 .saturating_sub(self.since.load(Ordering::Acquire)),
         );
         match self.phase() {
@@ -384,7 +385,7 @@ pub(crate) struct Busy(Arc<Conn>);
 impl Drop for Busy {
     fn drop(&mut self) {
         let conn = &self.0;
-        conn.since.store(conn.now_ms(), Ordering::Release);
+        conn.since.store(conn.now_us(), Ordering::Release);
         conn.completed.store(true, Ordering::Release);
         if conn.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
             conn.enter(Phase::Idle);
