@@ -118,8 +118,8 @@ fn ours(webhook: Webhook, fixture: &[u8]) -> Vec<u8> {
     admission::review(
         webhook,
         admission::Actions::DENY,
+        None,
         &mut body,
-        |body| body.extend_from_slice(fixture),
         &mut out,
         Instant::now(),
     )

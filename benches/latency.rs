@@ -630,8 +630,8 @@ async fn run(settings: Settings, servers: tokio::runtime::Handle) -> ExitCode {
     admission::review(
         Webhook::Mutate,
         admission::Actions::DENY,
+        None,
         &mut body,
-        |body| body.extend_from_slice(&typical.body),
         &mut answer,
         Instant::now(),
     )

@@ -21,7 +21,7 @@ pub use enforcement::{Actions, Enforcement, Violations};
 pub use envelope::{ApiVersion, BadReview, Operation, Request, parse};
 #[cfg(test)]
 use pipeline::{RETAIN_BELOW, retained};
-pub use pipeline::{review, review_in, review_whole, review_whole_in};
+pub use pipeline::{review, review_whole};
 pub use skip::SKIPPED;
 
 /// Which webhook a request was sent to.

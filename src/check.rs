@@ -180,15 +180,11 @@ fn call(webhook: Webhook, object: &Value) -> Result<Value, String> {
     let mut body = serde_json::to_vec(&review).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     // Deny: `check` answers what would be refused, whatever a cluster's --validation-actions.
-    // Should the server need the body as sent again, serialising the same value gives it.
-    let original = |body: &mut Vec<u8>| {
-        serde_json::to_writer(body, &review).expect("it was serialised once already");
-    };
     admission::review(
         webhook,
         Actions::DENY,
+        None,
         &mut body,
-        original,
         &mut out,
         Instant::now(),
     )

@@ -259,12 +259,11 @@ fn mutate(object: &J) -> Option<J> {
         "operation": "UPDATE", "object": object, "oldObject": object}});
     let mut body = serde_json::to_vec(&review).unwrap();
     let mut out = Vec::new();
-    let sent = body.clone();
     let verdict = admission::review(
         Webhook::Mutate,
         admission::Actions::DENY,
+        None,
         &mut body,
-        |body| body.extend_from_slice(&sent),
         &mut out,
         Instant::now(),
     )

@@ -363,8 +363,8 @@ fn answer(webhook: Webhook, sent: &[u8]) -> J {
     admission::review(
         webhook,
         admission::Actions::DENY,
+        None,
         &mut body,
-        |body| body.extend_from_slice(sent),
         &mut out,
         Instant::now(),
     )
@@ -431,8 +431,7 @@ proptest! {
         for webhook in [Webhook::Mutate, Webhook::Validate] {
             let mut input = body.clone();
             let mut out = Vec::new();
-            let original = |sent: &mut Vec<u8>| sent.extend_from_slice(&body);
-            match admission::review(webhook, admission::Actions::DENY, &mut input, original, &mut out, Instant::now()) {
+            match admission::review(webhook, admission::Actions::DENY, None, &mut input, &mut out, Instant::now()) {
                 Ok(_) => {
                     let response: J = serde_json::from_slice(&out)
                         .map_err(|e| TestCaseError::fail(format!("answer is not JSON: {e}")))?;

@@ -100,12 +100,11 @@ fuzz_target!(|data: &[u8]| {
 /// only when the skip changed something, it is not asked to agree where nothing was skipped.)
 fn answer(webhook: Webhook, actions: Actions, sent: &[u8]) -> Option<Vec<u8>> {
     let (mut body, mut out) = (sent.to_vec(), Vec::new());
-    let original = |body: &mut Vec<u8>| body.extend_from_slice(sent);
     let served = admission::review(
         webhook,
         actions,
+        None,
         &mut body,
-        original,
         &mut out,
         Instant::now(),
     );
@@ -113,6 +112,7 @@ fn answer(webhook: Webhook, actions: Actions, sent: &[u8]) -> Option<Vec<u8>> {
     let as_sent = admission::review_whole(
         webhook,
         actions,
+        None,
         &mut body,
         &mut as_sent_out,
         Instant::now(),
@@ -127,7 +127,7 @@ fn answer(webhook: Webhook, actions: Actions, sent: &[u8]) -> Option<Vec<u8>> {
     }
     let (mut body, mut whole_out) = (blanked(sent).unwrap_or_else(|| sent.to_vec()), Vec::new());
     let whole =
-        admission::review_whole(webhook, actions, &mut body, &mut whole_out, Instant::now());
+        admission::review_whole(webhook, actions, None, &mut body, &mut whole_out, Instant::now());
     match (served, whole) {
         (Ok(_), Ok(_)) => assert_eq!(
             String::from_utf8_lossy(&out),

@@ -47,44 +47,19 @@ thread_local! {
 /// Answers one AdmissionReview. `body` holds exactly the request body; it is padded, and
 /// unescaped in place when it is parsed whole. Where skipping pays ([`worth_skipping`]), what
 /// [`skip`] removes is not parsed: the review is parsed from a compacted copy, and `body` whole
-/// only when the copy fails to parse or to verify. `original` marks a body the server keeps a copy of (a small one): only such a
-/// body is compacted, so a big one is never held twice; it is not called.
+/// only when the copy fails to parse or to verify. `autoscalers`: the validating webhook also
+/// judges against the cluster's other autoscalers (`--autoscaler-conflicts=on`).
 /// The answer is written into `out`; `Err` means HTTP 400 with its reason.
 pub fn review(
     webhook: Webhook,
     actions: Actions,
+    autoscalers: Option<&Autoscalers>,
     body: &mut Vec<u8>,
-    original: impl FnOnce(&mut Vec<u8>),
     out: &mut Vec<u8>,
     started: Instant,
 ) -> Result<Verdict, BadReview> {
-    drop(original);
     let skipping = worth_skipping(body);
-    review_skipping(webhook, actions, None, body, skipping, out, started)
-}
-
-/// [`review`], the validating webhook also judging against the cluster's other autoscalers
-/// (`--autoscaler-conflicts=on`).
-pub fn review_in(
-    webhook: Webhook,
-    actions: Actions,
-    autoscalers: &Autoscalers,
-    body: &mut Vec<u8>,
-    original: impl FnOnce(&mut Vec<u8>),
-    out: &mut Vec<u8>,
-    started: Instant,
-) -> Result<Verdict, BadReview> {
-    drop(original);
-    let skipping = worth_skipping(body);
-    review_skipping(
-        webhook,
-        actions,
-        Some(autoscalers),
-        body,
-        skipping,
-        out,
-        started,
-    )
+    review_skipping(webhook, actions, autoscalers, body, skipping, out, started)
 }
 
 /// Bodies below this are parsed whole unless they carry an `oldObject`: the skip's search, walk,
@@ -106,20 +81,10 @@ fn worth_skipping(body: &[u8]) -> bool {
     body.len() >= SKIP_FROM || OLD_OBJECT.find(body).is_some()
 }
 
-/// [`review`] parsing the whole body, what no rule reads included: for a body the server does
-/// not keep a copy of (it keeps only small HTTP/1 bodies), and to compare with.
+/// [`review`] parsing the whole body, what no rule reads included: for a large body, whose
+/// compacted copy would hold much of it twice (the server reads those into one buffer, and
+/// accounts for their parse up front), and to compare with.
 pub fn review_whole(
-    webhook: Webhook,
-    actions: Actions,
-    body: &mut Vec<u8>,
-    out: &mut Vec<u8>,
-    started: Instant,
-) -> Result<Verdict, BadReview> {
-    review_skipping(webhook, actions, None, body, false, out, started)
-}
-
-/// [`review_whole`] with the autoscaler index when `--autoscaler-conflicts=on`.
-pub fn review_whole_in(
     webhook: Webhook,
     actions: Actions,
     autoscalers: Option<&Autoscalers>,

@@ -31,19 +31,15 @@ fn run(webhook: Webhook, sent: &[u8]) -> Result<(Verdict, J), String> {
 fn answer(webhook: Webhook, sent: &[u8], blanking: bool) -> (Result<Verdict, String>, Vec<u8>) {
     let mut body = sent.to_vec();
     let mut out = Vec::new();
-    let original = |body: &mut Vec<u8>| body.extend_from_slice(sent);
-    let verdict = if blanking {
-        review(
-            webhook,
-            Actions::DENY,
-            &mut body,
-            original,
-            &mut out,
-            Instant::now(),
-        )
-    } else {
-        review_whole(webhook, Actions::DENY, &mut body, &mut out, Instant::now())
-    };
+    let review = if blanking { review } else { review_whole };
+    let verdict = review(
+        webhook,
+        Actions::DENY,
+        None,
+        &mut body,
+        &mut out,
+        Instant::now(),
+    );
     (verdict.map_err(|e| e.to_string()), out)
 }
 
@@ -395,8 +391,8 @@ fn the_verdict_counts_violations_by_enforcement_and_rule() {
         let verdict = review(
             Webhook::Validate,
             actions,
+            None,
             &mut body,
-            |sent: &mut Vec<u8>| sent.extend_from_slice(&fixture("invalid-spec.json")),
             &mut out,
             Instant::now(),
         );
@@ -487,12 +483,11 @@ fn autoscaler_conflicts_go_through_actions_and_ratcheting() {
         let sent = serde_json::to_vec(body).unwrap();
         let mut body = sent.clone();
         let mut out = Vec::new();
-        let verdict = review_in(
+        let verdict = review(
             webhook,
             Actions::DENY,
-            index,
+            Some(index),
             &mut body,
-            |b| b.extend_from_slice(&sent),
             &mut out,
             Instant::now(),
         )

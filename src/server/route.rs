@@ -152,9 +152,7 @@ impl App {
         // No panic is expected; if one happens it costs this request (500), not the process.
         let reviewed = match received {
             Received::Frames(frames) => {
-                // One copy of exactly the body and the parser's padding, beside the frames,
-                // which stay until the answer is written: should what `managedFields` blanking
-                // hid be needed after all, the body is parsed again as sent.
+                // One copy of exactly the body and the parser's padding; the frames go with it.
                 let padded = frames.len + simd_json::INPUT_PADDING;
                 let held = grant.bytes();
                 if let Err(refused) = grant.grow_to(held + padded, deadline).await {
@@ -162,37 +160,29 @@ impl App {
                 }
                 let mut body = Vec::with_capacity(padded);
                 frames.copy_into(&mut body);
+                drop(frames);
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    let original = |body: &mut Vec<u8>| frames.copy_into(body);
-                    match autoscalers {
-                        Some(index) => admission::review_in(
-                            webhook, actions, index, &mut body, original, &mut out, started,
-                        ),
-                        None => admission::review(
-                            webhook, actions, &mut body, original, &mut out, started,
-                        ),
-                    }
+                    admission::review(webhook, actions, autoscalers, &mut body, &mut out, started)
                 }))
             }
             Received::Buffer(mut body) => {
                 // A large body's parse takes several times its size (`budget::parse_cost`):
                 // held from here until the answer is written, when the parser's buffers are
-                // freed. With no frames kept, any such body is parsed whole.
-                if grant.pool() == Pool::Large {
+                // freed. It is parsed whole: a compacted copy would hold much of it twice.
+                let large = grant.pool() == Pool::Large;
+                if large {
                     let needed = body.capacity() + budget::parse_cost(&body);
                     if let Err(refused) = grant.grow_to(needed, deadline).await {
                         return self.refused(refused);
                     }
                 }
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    admission::review_whole_in(
-                        webhook,
-                        actions,
-                        autoscalers,
-                        &mut body,
-                        &mut out,
-                        started,
-                    )
+                    let review = if large {
+                        admission::review_whole
+                    } else {
+                        admission::review
+                    };
+                    review(webhook, actions, autoscalers, &mut body, &mut out, started)
                 }))
             }
         };
@@ -307,8 +297,7 @@ impl Frames {
 #[derive(Debug)]
 enum Received {
     /// A small body over HTTP/1 (at most 256 KiB, in at most [`MAX_FRAMES`] frames): copied once
-    /// when complete, and kept until the answer, should the parser need the body as sent again.
-    /// Copying frames into one growing buffer instead copied a 100 KB review ~1.6 times over
+    /// when complete, into a buffer of exactly its size and the parser's padding. Copying frames into one growing buffer instead copied a 100 KB review ~1.6 times over
     /// (65,000 instructions of `realloc` per request over TLS, 5 %).
     Frames(Frames),
     /// Any other body, copied as it comes into a buffer that doubles (so at most twice what has
