@@ -1,7 +1,8 @@
 //! A private control plane: etcd and kube-apiserver from `$KUBEBUILDER_ASSETS` on ephemeral
 //! loopback ports in a temporary directory, an admin kubeconfig (client certificate in
 //! `system:masters`), an audit log at level Metadata, and `kubectl` against it. Both processes
-//! are stopped by PID when the [`Cluster`] is dropped, also when a check panicked.
+//! are stopped by PID when the [`Cluster`] is dropped, also when a check panicked, and killed by
+//! the kernel when the suite is killed ([`dying_with_us`]).
 
 use std::io::Write;
 use std::net::TcpListener;
@@ -56,7 +57,7 @@ pub fn free_port() -> u16 {
 
 fn spawn(name: &'static str, program: &Path, args: &[String], dir: &Path) -> Result<Child, String> {
     let log = std::fs::File::create(dir.join(format!("{name}.log"))).map_err(|e| e.to_string())?;
-    Command::new(program)
+    dying_with_us(program)
         .args(args)
         .current_dir(dir)
         .stdin(Stdio::null())
@@ -64,6 +65,27 @@ fn spawn(name: &'static str, program: &Path, args: &[String], dir: &Path) -> Res
         .stderr(log)
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", program.display()))
+}
+
+/// `program`, killed when this process ends however it ends: `Drop` stops it on a normal exit or a
+/// panic, but a SIGKILLed test run would leave etcd and kube-apiserver running, holding their
+/// ports and data, and the server. util-linux's `setpriv --pdeathsig KILL` (where there is one)
+/// has the kernel kill it when the thread that started it ends: the suite's main thread, which
+/// starts the cluster and runs the checks one at a time, and lives as long as the process.
+pub fn dying_with_us(program: &Path) -> Command {
+    let setpriv = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join("setpriv"))
+            .find(|candidate| candidate.is_file())
+    });
+    match setpriv {
+        Some(setpriv) => {
+            let mut command = Command::new(setpriv);
+            command.args(["--pdeathsig", "KILL", "--"]).arg(program);
+            command
+        }
+        None => Command::new(program),
+    }
 }
 
 impl Cluster {

@@ -5,7 +5,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -13,7 +13,7 @@ use base64::Engine;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, dying_with_us};
 use crate::pki::Ca;
 
 pub const BINARY: &str = env!("CARGO_BIN_EXE_memcached-webhook");
@@ -62,7 +62,7 @@ impl Webhook {
             .tempdir()
             .unwrap();
         project(certs.path(), &ca, 0);
-        let mut child = Command::new(BINARY)
+        let mut child = dying_with_us(Path::new(BINARY))
             .arg(format!("--cert-dir={}", certs.path().display()))
             .args(["--webhook-bind-address", "127.0.0.1:0"])
             .args(["--health-probe-bind-address", "127.0.0.1:0"])
