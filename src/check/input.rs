@@ -18,28 +18,10 @@ use super::yaml;
 pub struct Origin {
     /// The path as given (or found under a directory given); `<stdin>` for `-`.
     pub file: String,
-    /// 1-based document number in the file's stream.
-    pub document: usize,
     /// 1-based position in a `List`'s items.
     pub item: Option<usize>,
-    /// 1-based line where the document starts.
-    pub line: usize,
     /// Where the object starts (the document, or the List item): 1-based line and column.
     pub at: At,
-}
-
-impl fmt::Display for Origin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} document {} (line {})",
-            self.file, self.document, self.line
-        )?;
-        if let Some(item) = self.item {
-            write!(f, " item {item}")?;
-        }
-        Ok(())
-    }
 }
 
 /// One Kubernetes object read from a manifest.
@@ -160,9 +142,7 @@ pub fn objects(file: &str, text: &str) -> Result<Vec<Object>, Unreadable> {
     for (i, doc) in documents.into_iter().enumerate() {
         let origin = Origin {
             file: file.to_owned(),
-            document: i + 1,
             item: None,
-            line: doc.line,
             at: (doc.line, doc.column),
         };
         let positions = Rc::new(doc.positions);
@@ -354,7 +334,7 @@ mod tests {
         let objects = objects("f.json", text).unwrap();
         assert_eq!(objects.len(), 2);
         assert_eq!(objects[0].value["n"], json!(1));
-        assert_eq!(objects[1].origin.line, 3);
+        assert_eq!(objects[1].origin.at.0, 3);
         let err = objects_err("f.json", "{\"a\": 1,\n  \"b\" 2}");
         assert_eq!(err.at, Some((2, 7)), "{err}");
         assert_eq!(err.message, "not valid JSON: expected `:`", "{err}");
