@@ -250,13 +250,7 @@ fn ratcheted(
                     Some(Val::root(&tape))
                 }
                 Err(e) => {
-                    tracing::info!(
-                        uid = req.uid,
-                        namespace = req.namespace,
-                        name = req.name,
-                        error = %e,
-                        "oldObject is not JSON, so no violation is ratcheted: the update is judged alone"
-                    );
+                    judged_alone(req, "is not JSON", &e);
                     None
                 }
             }
@@ -272,16 +266,21 @@ fn ratcheted(
             validate::ratchet(errors, &old_errors, object, old)
         }
         Err(e) => {
-            tracing::info!(
-                uid = req.uid,
-                namespace = req.namespace,
-                name = req.name,
-                error = %e,
-                "oldObject cannot be read, so no violation is ratcheted: the update is judged alone"
-            );
+            judged_alone(req, "cannot be read", &e);
             (errors, Vec::new())
         }
     }
+}
+
+/// Logs that `oldObject` could not be judged (`why`), so the update is judged without it.
+fn judged_alone(req: &Request<'_, '_>, why: &str, error: &dyn std::fmt::Display) {
+    tracing::info!(
+        uid = req.uid,
+        namespace = req.namespace,
+        name = req.name,
+        error = %error,
+        "oldObject {why}, so no violation is ratcheted: the update is judged alone"
+    );
 }
 
 /// The warning for a violation the stored object already had.
