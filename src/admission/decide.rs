@@ -184,7 +184,7 @@ fn refuse_malformed(
                 .errors
                 .iter()
                 .map(ToString::to_string)
-                .chain(errors.iter().map(ToString::to_string));
+                .chain(errors.iter().map(FieldError::message));
             (422, "Invalid", invalid_message(name, texts))
         }
     };
@@ -320,7 +320,7 @@ fn judge(
         }
         if actions.warn {
             violations.add(Enforcement::Warn, e.rule());
-            warnings.push(e.to_string());
+            warnings.push(e.message());
         }
     }
     warnings.extend(advice);
@@ -347,7 +347,7 @@ fn judge(
         return admitted(version, req, &answer, violations, out);
     }
     let name = name_of(name, req);
-    let message = invalid_message(name, errors.iter().map(ToString::to_string));
+    let message = invalid_message(name, errors.iter().map(FieldError::message));
     let causes: Vec<Cause> = errors.iter().map(FieldError::cause).collect();
     let details = response::Details {
         name,
@@ -400,21 +400,32 @@ fn admitted(
 /// one error, or `[e1, e2]` (duplicates removed) with several.
 fn invalid_message(name: &str, errors: impl Iterator<Item = String>) -> String {
     use std::fmt::Write as _;
-    let mut message = format!(
-        "{}.{} {name:?} is invalid: ",
-        memcached::KIND,
-        memcached::GROUP
-    );
     let mut seen: Vec<String> = Vec::new();
     for text in errors {
         if !seen.contains(&text) {
             seen.push(text);
         }
     }
+    // Sized once, as `FieldError::message` is: the texts, their separators, the head.
+    let texts: usize = seen.iter().map(|text| text.len() + 2).sum();
+    let mut message = String::with_capacity(texts + name.len() + 64);
+    let _ = write!(
+        message,
+        "{}.{} {name:?} is invalid: ",
+        memcached::KIND,
+        memcached::GROUP
+    );
     if let [one] = seen.as_slice() {
         message.push_str(one);
     } else {
-        let _ = write!(message, "[{}]", seen.join(", "));
+        message.push('[');
+        for (i, text) in seen.iter().enumerate() {
+            if i > 0 {
+                message.push_str(", ");
+            }
+            message.push_str(text);
+        }
+        message.push(']');
     }
     message
 }

@@ -63,6 +63,28 @@ impl fmt::Display for FieldError {
 }
 
 impl FieldError {
+    /// [`FieldError`]'s text in a string sized for it: `to_string` grows one from empty, five or
+    /// six reallocations per message, which were a sixth of a denial's instructions.
+    pub fn message(&self) -> String {
+        self.written(true)
+    }
+
+    /// The text, with or without the leading `<field>: `.
+    fn written(&self, with_field: bool) -> String {
+        use fmt::Write as _;
+        let value = match &self.kind {
+            ErrorKind::Invalid(v) | ErrorKind::NotSupported(v) => v.len(),
+            _ => 0,
+        };
+        let mut text = String::with_capacity(self.field.len() + value + self.detail.len() + 24);
+        let _ = if with_field {
+            write!(text, "{self}")
+        } else {
+            write!(text, "{}", Body(self))
+        };
+        text
+    }
+
     /// The `status.details.causes[]` entry: reason, the error body without the path, the path.
     pub fn cause(&self) -> Cause {
         let reason = match self.kind {
@@ -73,7 +95,7 @@ impl FieldError {
         };
         Cause {
             reason,
-            message: Body(self).to_string(),
+            message: self.written(false),
             field: self.field.clone(),
         }
     }
