@@ -68,8 +68,8 @@ fn spawn(name: &'static str, program: &Path, args: &[String], dir: &Path) -> Res
 }
 
 /// `program`, killed when this process ends however it ends: `Drop` stops it on a normal exit or a
-/// panic, but a SIGKILLed test run would leave etcd and kube-apiserver running, holding their
-/// ports and data, and the server. util-linux's `setpriv --pdeathsig KILL` (where there is one)
+/// panic, but a SIGKILLed test run would leave etcd, kube-apiserver and the server running,
+/// holding their ports and data. util-linux's `setpriv --pdeathsig KILL` (where there is one)
 /// has the kernel kill it when the thread that started it ends: the suite's main thread, which
 /// starts the cluster and runs the checks one at a time, and lives as long as the process.
 pub fn dying_with_us(program: &Path) -> Command {
