@@ -30,24 +30,20 @@ use gungraun::{
 use memcached_webhook::admission::{self, Actions, Webhook};
 use memcached_webhook::autoscalers::{Autoscalers, Controller, Kind, Object, Sync};
 
-/// `Ir` ceilings: the count on 2026-12-04 (x86_64, AVX2) plus 10 %, after that day's work on the
-/// skip (branch-free escapes, POPCNT and a carry-less multiply in its AVX2 scan, one walk to
-/// verify it, `userInfo` and `options` skipped, from 4 KiB): typical CREATE 26,499, the 5.6 KB
-/// `kubectl apply` CREATE 46,254 (new), UPDATE 34,113 (mutate) and 33,721 (validate), 100 KB
-/// 151,859, denial 62,527, admitted validation 22,729 and 23,079 through the autoscaler index.
-/// Before it: 26,503, -, 38,093, 37,701, 330,488, 62,531, 22,733 and 23,074. The denial's
-/// ceiling was lowered when its messages got strings sized for them (52,950, from 63,754 after
-/// the single `review`). Bodies under
-/// `SKIP_FROM` without an `oldObject` are parsed whole (the CREATE, the denial and the admitted
-/// validation), where the skip would cost more than it saves.
-const CREATE_IR: u64 = 29_150;
-const APPLY_CREATE_IR: u64 = 50_900;
-const UPDATE_IR: u64 = 37_550;
-const VALIDATE_UPDATE_IR: u64 = 37_100;
-const LARGE_IR: u64 = 167_050;
-const DENIAL_IR: u64 = 58_250;
-const ADMIT_IR: u64 = 25_000;
-const ADMIT_INDEXED_IR: u64 = 25_400;
+/// `Ir` ceilings: the count on 2026-12-04 (x86_64, AVX2) plus 10 %, with the one-pass reader
+/// (`src/admission/skip/read.rs`) reading every review: typical CREATE 17,633, the 5.6 KB
+/// `kubectl apply` CREATE 33,652, UPDATE 23,042 (mutate) and 22,650 (validate), 100 KB 133,870,
+/// denial 45,799, admitted validation 17,376 and 17,726 through the autoscaler index. Before it
+/// (search, copy, simd-json, verification): 26,338, 46,063, 33,933, 33,541, 151,663, 52,950,
+/// 22,568 and 22,910. History in docs/performance.md.
+const CREATE_IR: u64 = 19_450;
+const APPLY_CREATE_IR: u64 = 37_200;
+const UPDATE_IR: u64 = 25_450;
+const VALIDATE_UPDATE_IR: u64 = 25_000;
+const LARGE_IR: u64 = 147_350;
+const DENIAL_IR: u64 = 50_500;
+const ADMIT_IR: u64 = 19_200;
+const ADMIT_INDEXED_IR: u64 = 19_550;
 
 /// What a measured call gets: the request body in a buffer sized as the server sizes it
 /// (length + simd-json's padding, `server/route.rs`) and a fresh 2 KiB response buffer.

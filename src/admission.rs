@@ -5,7 +5,7 @@
 //! an RFC 6902 array and always comes with `patchType: "JSONPatch"`. A denial is HTTP 200 with
 //! `allowed: false`; only a body that is not an AdmissionReview at all gets an HTTP error.
 //!
-//! The review runs as a `pipeline` (skip what no rule reads, parse, verify, decide, log) over
+//! The review runs as a `pipeline` (read it, skipping what no rule reads, decide, log) over
 //! the `envelope`, with `decide` for the webhooks' answers and `enforcement` for what a
 //! violation does.
 

@@ -1,11 +1,9 @@
-//! The review pipeline: skip what no rule reads, parse, verify what was skipped, decide, log.
-//! Owns the per-thread parser state every request reuses.
+//! The review pipeline: read the review skipping what no rule reads (or parse it whole when the
+//! reader declines), decide, log. Owns the per-thread parser state every request reuses.
 
 use std::cell::RefCell;
-use std::sync::LazyLock;
 use std::time::Instant;
 
-use memchr::memmem;
 use simd_json::{Buffers, Tape};
 
 use super::decide::{Verdict, decide};
@@ -20,8 +18,6 @@ struct Scratch {
     buffers: Buffers,
     tape: Option<Tape<'static>>,
     patch: Vec<u8>,
-    /// The review without what [`skip`] removed.
-    compacted: Vec<u8>,
 }
 
 impl Scratch {
@@ -30,7 +26,6 @@ impl Scratch {
             buffers: Buffers::new(16 * 1024),
             tape: Some(Tape::null()),
             patch: Vec::with_capacity(1024),
-            compacted: Vec::new(),
         }
     }
 }
@@ -44,12 +39,13 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::new());
 }
 
-/// Answers one AdmissionReview. `body` holds exactly the request body; it is padded, and
-/// unescaped in place when it is parsed whole. Where skipping pays ([`worth_skipping`]), what
-/// [`skip`] removes is not parsed: the review is parsed from a compacted copy, and `body` whole
-/// only when the copy fails to parse or to verify. `autoscalers`: the validating webhook also
-/// judges against the cluster's other autoscalers (`--autoscaler-conflicts=on`).
-/// The answer is written into `out`; `Err` means HTTP 400 with its reason.
+/// Answers one AdmissionReview. `body` holds exactly the request body. `skip::read` reads it
+/// without what no rule reads; when it declines (an escaped string, a fraction, text that is not
+/// JSON, ...), simd-json parses `body` whole: padded, and unescaped in place. Either way the
+/// answer is the same, except for malformed bytes inside a skipped value (docs/performance.md).
+/// `autoscalers`: the validating webhook also judges against the cluster's other autoscalers
+/// (`--autoscaler-conflicts=on`). The answer is written into `out`; `Err` means HTTP 400 with
+/// its reason.
 pub fn review(
     webhook: Webhook,
     actions: Actions,
@@ -58,32 +54,12 @@ pub fn review(
     out: &mut Vec<u8>,
     started: Instant,
 ) -> Result<Verdict, BadReview> {
-    let skipping = worth_skipping(body);
-    review_skipping(webhook, actions, autoscalers, body, skipping, out, started)
+    review_skipping(webhook, actions, autoscalers, body, true, out, started)
 }
 
-/// Bodies below this are parsed whole unless they carry an `oldObject`: the skip's search, walk,
-/// copy and verification cost about 4,000 instructions, more than a small CREATE's skippable
-/// members (`managedFields`, a short last-applied annotation) save: with the skip, a 1.5 KB
-/// `kubectl create` review took 26,515 instead of 22,733 and the 1.9 KB `kubectl apply` one
-/// 27,707 instead of 26,503, while the 5.6 KB `kubectl apply` CREATE gained about 12,000
-/// (`benches/instructions.rs`, `benches/instr-per-request.py`; measured before the scan used
-/// POPCNT and a carry-less multiply, which made the skip cheaper on every body).
-const SKIP_FROM: usize = 4 * 1024;
-
-/// Whether [`skip`] can save more than it costs: a body of a few KB (a `kubectl apply` CREATE
-/// with its last-applied copy), or an UPDATE's `oldObject` (a whole second object no defaulting
-/// and no valid object reads). The kube-apiserver writes compact JSON, so `"oldObject":{`
-/// finds it; a body spelled otherwise is only parsed whole, with the same answer.
-fn worth_skipping(body: &[u8]) -> bool {
-    static OLD_OBJECT: LazyLock<memmem::Finder<'static>> =
-        LazyLock::new(|| memmem::Finder::new(br#""oldObject":{"#));
-    body.len() >= SKIP_FROM || OLD_OBJECT.find(body).is_some()
-}
-
-/// [`review`] parsing the whole body, what no rule reads included: for a large body, whose
-/// compacted copy would hold much of it twice (the server reads those into one buffer, and
-/// accounts for their parse up front), and to compare with.
+/// [`review`] parsing the whole body with simd-json, what no rule reads included: for a large
+/// body (the server accounts for its parse's memory up front, docs/memory.md), and to compare
+/// with.
 pub fn review_whole(
     webhook: Webhook,
     actions: Actions,
@@ -115,23 +91,12 @@ fn review_skipping(
             buffers,
             tape,
             patch,
-            compacted,
         } = &mut *guard;
         let mut answered = None;
-        let skipped = if skipping {
-            skip::compact(body, compacted)
-        } else {
-            skip::Skipped::default()
-        };
-        if !skipped.is_empty() {
-            let short = compacted.len();
-            compacted.resize(short + simd_json::INPUT_PADDING, b' ');
-            let base = compacted.as_ptr() as usize;
+        if skipping {
             let mut parsed: Tape<'_> = tape.take().unwrap_or_else(Tape::null).reset();
-            if simd_json::fill_tape_padded(compacted, short, buffers, &mut parsed).is_ok()
-                && skipped.verified(base, Val::root(&parsed))
-            {
-                let old = skipped.old_object().map(|range| &body[range]);
+            if let Some(read) = skip::read(&body[..len], &mut parsed.0) {
+                let old = read.old_object.map(|range| &body[range]);
                 answered = Some(answer(
                     webhook,
                     actions,
@@ -148,8 +113,8 @@ fn review_skipping(
         let result = match answered {
             Some(result) => result,
             None => {
-                // Nothing was skipped, or something skipped may be read, or the text is not
-                // JSON and its error must be the one the body as sent gets: parse it whole.
+                // Whole: asked to, or the reader declined (the text may not be JSON, and its
+                // error must be the one the body as sent gets).
                 body.resize(len + simd_json::INPUT_PADDING, b' ');
                 let mut whole: Tape<'_> = tape.take().unwrap_or_else(Tape::null).reset();
                 let result = match simd_json::fill_tape_padded(body, len, buffers, &mut whole) {

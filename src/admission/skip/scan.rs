@@ -118,105 +118,117 @@ fn scan(
     None
 }
 
-/// Where a walk from the start of the text stands: how deep in objects and arrays, and whether
-/// inside a string. It tells a key of a member at its path's depth from the same name deeper
-/// down (`spec.service.annotations`), before anything is removed.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Walk {
-    /// The offset of the next byte to walk.
-    pub at: usize,
-    /// Brackets and braces open there (may go below zero on text that is not JSON).
-    pub depth: i64,
-    /// Whether that byte is inside a string.
-    pub in_string: bool,
-    escape_carry: bool,
+/// How to find where a string ends: chosen once per review, so each string costs a call, not a
+/// feature check.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Strings {
+    /// Only made where the CPU has AVX2 ([`Strings::detect`]).
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    Bytes,
 }
 
-impl Walk {
-    /// Walks up to `to` (not included).
-    pub(super) fn advance(&mut self, text: &[u8], to: usize) {
+impl Strings {
+    pub(super) fn detect() -> Self {
         #[cfg(target_arch = "x86_64")]
-        {
-            if avx2() {
-                // SAFETY: the CPU has AVX2, POPCNT and PCLMULQDQ, checked just above.
-                #[allow(unsafe_code)]
-                return unsafe { advance_avx2(self, text, to) };
-            }
-            // SAFETY: SSE2 is part of the x86_64 baseline: every x86_64 CPU has it.
+        if std::is_x86_feature_detected!("avx2") {
+            return Strings::Avx2;
+        }
+        Strings::Bytes
+    }
+
+    /// The string whose opening quote is at `open`, and the offset after its closing quote.
+    /// `None` at a backslash or a control character before the closing quote (the reader
+    /// declines escapes), at bytes that are not UTF-8, or when the text ends first.
+    #[inline(always)]
+    pub(super) fn read(self, text: &[u8], open: usize) -> Option<(&str, usize)> {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Strings::Avx2` is made only where the CPU has AVX2 ([`Strings::detect`]).
             #[allow(unsafe_code)]
-            unsafe {
-                advance_sse2(self, text, to)
+            Strings::Avx2 => unsafe { string_avx2(text, open) },
+            Strings::Bytes => {
+                let start = open + 1;
+                let len = text
+                    .get(start..)?
+                    .iter()
+                    .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+                let end = start + len;
+                (text[end] == b'"')
+                    .then(|| std::str::from_utf8(&text[start..end]).ok())
+                    .flatten()
+                    .map(|s| (s, end + 1))
             }
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        walk(self, text, to, classify_bytes, prefix_xor)
-    }
-
-    /// Jumps over a value that opens at `self.at` and closes at `close` (found by [`value_end`]):
-    /// its brackets balance, so the walk stands where it stood.
-    pub(super) fn jump(&mut self, close: usize) {
-        self.at = close + 1;
-        self.escape_carry = false;
     }
 }
 
+/// [`Strings::read`] 32 bytes at a time: the first quote, backslash or control character, and
+/// whether any byte before it is not ASCII. Inlined into the reader compiled for AVX2: called,
+/// it cost twice as much (saving and restoring registers), and with `position` and
+/// `str::from_utf8` four times as much (`benches/instructions.rs`).
+///
+/// # Safety
+/// Only where the CPU has AVX2.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,popcnt,pclmulqdq")]
-fn advance_avx2(state: &mut Walk, text: &[u8], to: usize) {
-    walk(
-        state,
-        text,
-        to,
-        |block| classify_avx2(block),
-        |x| prefix_xor_clmul(x),
-    )
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "sse2")]
-fn advance_sse2(state: &mut Walk, text: &[u8], to: usize) {
-    walk(state, text, to, |block| classify_sse2(block), prefix_xor)
-}
-
-/// [`Walk::advance`] with the given way of classifying a block.
 #[inline(always)]
-fn walk(
-    state: &mut Walk,
-    text: &[u8],
-    to: usize,
-    classify: impl Fn(&[u8; 64]) -> Masks,
-    prefix: impl Fn(u64) -> u64,
-) {
-    let to = to.min(text.len());
-    let mut in_string = if state.in_string { u64::MAX } else { 0 };
-    while state.at < to {
-        let n = (to - state.at).min(64);
+#[allow(unsafe_code)]
+unsafe fn string_avx2(text: &[u8], open: usize) -> Option<(&str, usize)> {
+    use std::arch::x86_64::{
+        __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_min_epu8, _mm256_movemask_epi8,
+        _mm256_or_si256, _mm256_set1_epi8,
+    };
+    let start = open + 1;
+    let mut at = start;
+    let mut ascii = true;
+    loop {
         let last;
-        let block: &[u8; 64] = match text.get(state.at..state.at + 64) {
-            Some(full) => full.try_into().expect("64 bytes"),
+        let chunk: &[u8; 32] = match text.get(at..at + 32) {
+            Some(full) => full.try_into().expect("32 bytes"),
             None => {
-                let mut rest = [b' '; 64];
-                rest[..text.len() - state.at].copy_from_slice(&text[state.at..]);
+                // Past the end, quotes: a string that reaches them does not end in the text.
+                let mut rest = [b'"'; 32];
+                let tail = text.get(at..)?;
+                rest[..tail.len()].copy_from_slice(tail);
                 last = rest;
                 &last
             }
         };
-        let keep = if n == 64 { u64::MAX } else { (1u64 << n) - 1 };
-        let masks = classify(block);
-        let escaped = escaped_upto(
-            masks.backslash & keep,
-            &mut state.escape_carry,
-            n as u32 - 1,
-        );
-        let quotes = masks.quote & !escaped & keep;
-        let inside = prefix(quotes) ^ in_string;
-        in_string = ((((inside >> (n - 1)) & 1) as i64).wrapping_neg()) as u64;
-        let opens = masks.open & !(inside | escaped) & keep;
-        let closes = masks.close & !(inside | escaped) & keep;
-        state.depth += i64::from(opens.count_ones()) - i64::from(closes.count_ones());
-        state.at += n;
+        // SAFETY: the CPU has AVX2 (this function's contract); `chunk` is a reference to 32
+        // readable bytes, and `loadu` reads 32 bytes with no alignment requirement.
+        let (stops, high) = unsafe {
+            let v = _mm256_loadu_si256(chunk.as_ptr().cast::<__m256i>());
+            let quote = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'"' as i8));
+            let backslash = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'\\' as i8));
+            // Unsigned v <= 0x1f: the control characters a JSON string may not hold as they are.
+            let control = _mm256_cmpeq_epi8(_mm256_min_epu8(v, _mm256_set1_epi8(0x1f)), v);
+            let stops = _mm256_or_si256(_mm256_or_si256(quote, backslash), control);
+            (
+                _mm256_movemask_epi8(stops) as u32,
+                _mm256_movemask_epi8(v) as u32,
+            )
+        };
+        if stops == 0 {
+            ascii &= high == 0;
+            at += 32;
+            continue;
+        }
+        let first = stops.trailing_zeros();
+        ascii &= high & ((1 << first) - 1) == 0;
+        let end = at + first as usize;
+        if end >= text.len() || text[end] != b'"' {
+            return None;
+        }
+        let bytes = &text[start..end];
+        let s = if ascii {
+            // SAFETY: every byte of `bytes` is below 0x80 (their high bits were all clear
+            // above), and ASCII is UTF-8.
+            unsafe { std::str::from_utf8_unchecked(bytes) }
+        } else {
+            std::str::from_utf8(bytes).ok()?
+        };
+        return Some((s, end + 1));
     }
-    state.in_string = in_string != 0;
 }
 
 /// One bit per byte of a 64-byte block, for each kind of byte the scan looks at.
@@ -234,7 +246,8 @@ struct Masks {
 #[inline]
 fn classify_avx2(block: &[u8; 64]) -> Masks {
     use std::arch::x86_64::{
-        __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_set1_epi8,
+        __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_or_si256,
+        _mm256_set1_epi8,
     };
     let [lo, hi] = block.as_chunks::<32>().0 else {
         unreachable!("64 bytes are two halves of 32")
@@ -249,18 +262,21 @@ fn classify_avx2(block: &[u8; 64]) -> Masks {
         )
     };
     let join = |l: i32, h: i32| u64::from(l as u32) | (u64::from(h as u32) << 32);
-    let bits = |byte: u8| {
+    let bits = |lo: __m256i, hi: __m256i, byte: u8| {
         let wanted = _mm256_set1_epi8(byte as i8);
         join(
             _mm256_movemask_epi8(_mm256_cmpeq_epi8(lo, wanted)),
             _mm256_movemask_epi8(_mm256_cmpeq_epi8(hi, wanted)),
         )
     };
+    // `[` and `{`, `]` and `}` differ only in bit 0x20: one compare finds both of a pair.
+    let case = _mm256_set1_epi8(0x20);
+    let (lo_folded, hi_folded) = (_mm256_or_si256(lo, case), _mm256_or_si256(hi, case));
     Masks {
-        quote: bits(b'"'),
-        backslash: bits(b'\\'),
-        open: bits(b'[') | bits(b'{'),
-        close: bits(b']') | bits(b'}'),
+        quote: bits(lo, hi, b'"'),
+        backslash: bits(lo, hi, b'\\'),
+        open: bits(lo_folded, hi_folded, b'{'),
+        close: bits(lo_folded, hi_folded, b'}'),
         non_ascii: join(_mm256_movemask_epi8(lo), _mm256_movemask_epi8(hi)),
     }
 }
@@ -310,18 +326,13 @@ fn classify_bytes(block: &[u8; 64]) -> Masks {
 }
 
 /// The bytes that follow an unescaped backslash (so are escaped). `carry`: the previous block
-/// ended with one; updated for the next block.
+/// ended with one; updated for the next block. Branch-free, as simdjson's first stage: walking
+/// backslashes one by one cost about 2,000 instructions on a `kubectl apply` review, whose
+/// last-applied annotation escapes every quote. A run of backslashes that starts on an even bit
+/// escapes the byte after it when its length is odd, which is when it ends on an even bit, and
+/// likewise for odd starts; adding each run's start to the run carries past its end, so the
+/// carry's position tells the parity.
 fn escaped(backslashes: u64, carry: &mut bool) -> u64 {
-    escaped_upto(backslashes, carry, 63)
-}
-
-/// [`escaped`] for a block that ends after bit `last` (`backslashes` has no bit past it).
-/// Branch-free, as simdjson's first stage: walking backslashes one by one cost about 2,000
-/// instructions on a `kubectl apply` review, whose last-applied annotation escapes every quote.
-/// A run of backslashes that starts on an even bit escapes the byte after it when its length is
-/// odd, which is when it ends on an even bit, and likewise for odd starts; adding each run's
-/// start to the run carries past its end, so the carry's position tells the parity.
-fn escaped_upto(backslashes: u64, carry: &mut bool, last: u32) -> u64 {
     const EVEN: u64 = 0x5555_5555_5555_5555;
     let previous = u64::from(*carry);
     // A backslash that is itself escaped starts nothing.
@@ -329,14 +340,8 @@ fn escaped_upto(backslashes: u64, carry: &mut bool, last: u32) -> u64 {
     let follows = (backslashes << 1) | previous;
     let odd_starts = backslashes & !EVEN & !follows;
     let (even_runs, overflow) = odd_starts.overflowing_add(backslashes);
-    let escaped = (EVEN ^ (even_runs << 1)) & follows;
-    if last == 63 {
-        *carry = overflow;
-        escaped
-    } else {
-        *carry = escaped >> (last + 1) & 1 == 1;
-        escaped & ((1 << (last + 1)) - 1)
-    }
+    *carry = overflow;
+    (EVEN ^ (even_runs << 1)) & follows
 }
 
 /// [`prefix_xor`] as one carry-less multiplication by all ones: bit i of the product is the XOR

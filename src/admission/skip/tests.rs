@@ -1,122 +1,234 @@
+use serde_json::Value;
+use simd_json::Node;
+
+use super::read::Read;
 use super::*;
 
-/// Compacts `text`, parses the result and verifies it: (anything removed, verified, compacted).
-fn verify(text: &str) -> (bool, bool, String) {
+/// simd-json's tape of `text`, owned, with the value of every member of [`SKIPPED`] that is an
+/// object or an array emptied: what the reader must write.
+fn parsed_blanked(text: &str) -> Vec<Node<'static>> {
+    let mut bytes = text.as_bytes().to_vec();
+    let tape = simd_json::to_tape(&mut bytes).unwrap();
     let mut out = Vec::new();
-    let skipped = compact(text.as_bytes(), &mut out);
-    if skipped.is_empty() {
-        return (false, false, text.to_owned());
+    blank(&tape.0, 0, Some(&[]), &mut out);
+    out
+}
+
+/// Copies the value at `at` onto `out`, emptying skipped members below it; `path` is where it
+/// stands, `None` inside an array. Returns the index after it.
+fn blank(
+    nodes: &[Node<'_>],
+    at: usize,
+    path: Option<&[&str]>,
+    out: &mut Vec<Node<'static>>,
+) -> usize {
+    let owned = |node: &Node<'_>| match *node {
+        Node::String(s) => Node::String(String::leak(s.to_string())),
+        Node::Object { len, count } => Node::Object { len, count },
+        Node::Array { len, count } => Node::Array { len, count },
+        Node::Static(s) => Node::Static(s),
+    };
+    let head = out.len();
+    out.push(owned(&nodes[at]));
+    let mut next = at + 1;
+    match nodes[at] {
+        Node::Object { len, .. } => {
+            for _ in 0..len {
+                let Node::String(key) = nodes[next] else {
+                    unreachable!("a key")
+                };
+                out.push(owned(&nodes[next]));
+                let below: Option<Vec<&str>> = path.map(|p| [p, &[key]].concat());
+                let skipped = below.as_deref().is_some_and(|b| SKIPPED.contains(&b));
+                next = match nodes[next + 1] {
+                    Node::Object { count, .. } if skipped => {
+                        out.push(Node::Object { len: 0, count: 0 });
+                        next + 2 + count
+                    }
+                    Node::Array { count, .. } if skipped => {
+                        out.push(Node::Array { len: 0, count: 0 });
+                        next + 2 + count
+                    }
+                    _ => blank(nodes, next + 1, below.as_deref(), out),
+                };
+            }
+        }
+        Node::Array { len, .. } => {
+            for _ in 0..len {
+                next = blank(nodes, next, None, out);
+            }
+        }
+        _ => return next,
     }
-    let compacted = String::from_utf8(out.clone()).unwrap();
-    let len = out.len();
-    out.resize(len + simd_json::INPUT_PADDING, b' ');
-    let base = out.as_ptr() as usize;
-    let mut buffers = simd_json::Buffers::new(len);
-    let mut tape = simd_json::Tape::null();
-    simd_json::fill_tape_padded(&mut out, len, &mut buffers, &mut tape).unwrap();
-    let ok = skipped.verified(base, Val::root(&tape));
-    (true, ok, compacted)
+    let count = out.len() - head - 1;
+    out[head] = match nodes[at] {
+        Node::Object { len, .. } => Node::Object { len, count },
+        Node::Array { len, .. } => Node::Array { len, count },
+        _ => unreachable!("a container"),
+    };
+    next
+}
+
+/// Reads `text`, and checks the tape is simd-json's of the text with [`SKIPPED`] emptied.
+fn read_as_simd_json(text: &str) -> Read {
+    let mut nodes = Vec::new();
+    let read = read(text.as_bytes(), &mut nodes).unwrap_or_else(|| panic!("declined {text}"));
+    assert_eq!(nodes, parsed_blanked(text), "{text}");
+    read
 }
 
 #[test]
-fn every_skipped_member_is_removed_and_verified() {
+fn the_tape_is_simd_json_s_of_the_review_with_every_skipped_member_emptied() {
     let text = r#"{"request":{"uid":"u","object":{"metadata":{"name":"a","labels":{"x":"y"},
         "annotations" : {"k":"{\"annotations\":{}}"},"managedFields":[{"f:x":{}}],
-        "ownerReferences":[{"uid":"o"}],"finalizers":["f"]},"spec":{"replicas":1},
+        "ownerReferences":[{"uid":"o"}],"finalizers":["f"],"generation":-3},"spec":{"replicas":1,
+        "a":[true,false,null,0,[],{}],"é":"ü"},
         "status":{"readyReplicas":1}},
         "oldObject":{"metadata":{"managedFields" : [ {"manager":"k"} ],"name":"a"}},
-        "userInfo":{"username":"u","groups":["g"]},"options":{"kind":"CreateOptions"}}}"#;
-    let (removed, ok, after) = verify(text);
-    assert!(removed && ok, "{after}");
-    let parsed: serde_json::Value = serde_json::from_str(&after).unwrap();
-    let metadata = &parsed["request"]["object"]["metadata"];
-    for key in [
-        "labels",
-        "annotations",
-        "managedFields",
-        "ownerReferences",
-        "finalizers",
-    ] {
-        assert!(
-            metadata[key].as_object().is_some_and(|o| o.is_empty())
-                || metadata[key].as_array().is_some_and(|a| a.is_empty()),
-            "{key}: {after}"
-        );
-    }
-    assert_eq!(metadata["name"], "a");
-    assert_eq!(parsed["request"]["object"]["spec"]["replicas"], 1);
-    assert_eq!(parsed["request"]["object"]["status"], serde_json::json!({}));
-    assert_eq!(parsed["request"]["oldObject"], serde_json::json!({}));
-    assert_eq!(parsed["request"]["userInfo"], serde_json::json!({}));
-    assert_eq!(parsed["request"]["options"], serde_json::json!({}));
-    assert_eq!(parsed["request"]["uid"], "u");
-}
-
-#[test]
-fn the_old_object_keeps_its_bytes_as_sent() {
-    let text = r#"{"request":{"oldObject" : {"spec":{"a":[1,"]"]}},"object":{}}}"#;
-    let mut out = Vec::new();
-    let skipped = compact(text.as_bytes(), &mut out);
-    let range = skipped.old_object().expect("oldObject removed");
-    assert_eq!(&text[range], r#"{"spec":{"a":[1,"]"]}}"#);
+        "userInfo":{"username":"u","groups":["g"]},"options":{"kind":"CreateOptions"},
+        "kind":{"group":"g","kind":"Memcached"},"resource":{"group":"g"},
+        "requestKind":{"kind":"k"},"requestResource":{"resource":"r"}}}"#;
+    let read = read_as_simd_json(text);
+    let range = read.old_object.expect("oldObject skipped");
     assert_eq!(
-        String::from_utf8(out).unwrap(),
-        r#"{"request":{"oldObject" : {},"object":{}}}"#
+        &text[range],
+        r#"{"metadata":{"managedFields" : [ {"manager":"k"} ],"name":"a"}}"#
     );
 }
 
 #[test]
-fn a_skipped_key_deeper_down_is_left_alone() {
-    let text = r#"{"request":{"object":{"metadata":{"annotations":{"a":"b"}},
-        "spec":{"service":{"annotations":{"c":"d"}},"x":"\"labels\":{}","m":{"labels":{"e":"f"}}}}}}"#;
-    let (removed, ok, after) = verify(text);
-    assert!(removed && ok, "{after}");
-    let parsed: serde_json::Value = serde_json::from_str(&after).unwrap();
-    let spec = &parsed["request"]["object"]["spec"];
-    assert_eq!(spec["service"]["annotations"]["c"], "d", "{after}");
-    assert_eq!(spec["m"]["labels"]["e"], "f", "{after}");
+fn every_fixture_is_read_as_simd_json_reads_it_blanked() {
+    let (mut read, mut total) = (0, 0);
+    for dir in ["tests/fixtures", "benches/fixtures"] {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            if path.extension().is_none_or(|e| e != "json")
+                || serde_json::from_str::<Value>(&text).is_err()
+            {
+                continue;
+            }
+            total += 1;
+            let mut nodes = Vec::new();
+            if super::read(text.as_bytes(), &mut nodes).is_some() {
+                assert_eq!(nodes, parsed_blanked(&text), "{}", path.display());
+                read += 1;
+            }
+        }
+    }
+    // None holds anything the reader declines outside what it skips: each would be parsed
+    // whole, at twice the cost.
+    assert!(total >= 10, "the fixtures are missing");
+    assert_eq!(read, total, "fixtures declined");
 }
 
 #[test]
-fn a_skipped_key_anywhere_else_fails_verification() {
+fn a_skipped_name_at_another_path_is_read() {
+    let text = r#"{"request":{"object":{"metadata":{"annotations":{"a":"b"}},
+        "spec":{"service":{"annotations":{"c":"d"}},"x":"\"labels\":{}","m":{"labels":{"e":"f"}},
+        "managedFields":[1],"status":{"a":1}}},"x":{"y":{"labels":{"a":"b"}}}},
+        "oldObject":{"a":1}}"#;
+    let mut nodes = Vec::new();
+    // (The escaped quotes in "x" make the reader decline; without them it reads every one.)
+    assert!(read(text.as_bytes(), &mut nodes).is_none());
+    let text = text.replace(r#""\"labels\":{}""#, r#""labels""#);
+    let read = read_as_simd_json(&text);
+    assert_eq!(
+        read.old_object, None,
+        "oldObject at the root is not skipped"
+    );
+}
+
+#[test]
+fn members_holding_no_object_or_array_are_read() {
     for text in [
-        r#"{"request":{"object":{"spec":{"managedFields":[1]}}}}"#,
-        r#"{"request":{"object":{"metadata":{}},"requestKind":{"x":{"managedFields":[1]}}}}"#,
-        r#"{"request":{"object":{"metadata":{"labels":{}}},"x":{"y":{"labels":{"a":"b"}}}}}"#,
-        r#"{"request":{"spec":{"status":{"a":1}}}}"#,
+        r#"{"request":{"object":{"metadata":{"managedFields":null,"labels":"x"}}}}"#,
+        r#"{"request":{"oldObject":"x","object":{}}}"#,
+        r#"{"request":{"oldObject":null,"userInfo":1}}"#,
+    ] {
+        assert_eq!(read_as_simd_json(text).old_object, None, "{text}");
+    }
+}
+
+#[test]
+fn only_the_old_object_the_envelope_reads_is_skipped() {
+    // The envelope reads the last `oldObject` that is not null, of the last `request`.
+    for (text, old) in [
+        (
+            r#"{"request":{"oldObject":{"a":1},"oldObject":null}}"#,
+            Some(r#"{"a":1}"#),
+        ),
+        (r#"{"request":{"oldObject":[1]}}"#, Some("[1]")),
+        (
+            r#"{"request":{"oldObject":"x","oldObject":{"b":2}}}"#,
+            Some(r#"{"b":2}"#),
+        ),
+    ] {
+        let read = read_as_simd_json(text);
+        assert_eq!(read.old_object.map(|r| &text[r]), old, "{text}");
+    }
+    for text in [
         r#"{"request":{"oldObject":{"a":1},"oldObject":{"b":2}}}"#,
         r#"{"request":{"oldObject":{"a":1},"oldObject":"x"}}"#,
+        r#"{"request":{"oldObject":{"a":1}},"request":{"uid":"u"}}"#,
     ] {
-        let (removed, ok, after) = verify(text);
-        assert!(removed && !ok, "{text} -> {after}");
+        assert!(read(text.as_bytes(), &mut Vec::new()).is_none(), "{text}");
     }
 }
 
 #[test]
-fn keys_that_only_end_in_the_name_or_hold_no_container_are_left_alone() {
+fn what_the_reader_does_not_read_exactly_is_declined() {
     for text in [
-        r#"{"request":{"object":{"metadata":{"x\"managedFields":[1]}}}}"#,
-        r#"{"request":{"object":{"metadata":{"notmanagedFields":[1]}}}}"#,
-        r#"{"request":{"object":{"metadata":{"labelsx":{"a":"b"}}}}}"#,
-        r#"{"request":{"object":{"metadata":{"managedFields":null}}}}"#,
-        r#"{"request":{"object":{"metadata":{"a":"\"managedFields\":[1]"}}}}"#,
-        r#"{"request":{"oldObject":"x","object":{}}}"#,
+        r#"{"a":"\n"}"#,
+        r#"{"a\u0041":1}"#,
+        "{\"a\":\"\t\"}",
+        r#"{"a":1.5}"#,
+        r#"{"a":1e3}"#,
+        r#"{"a":-0}"#,
+        r#"{"a":1234567890123456789}"#,
+        r#"{"a":01}"#,
+        r#"{"a":tru}"#,
+        r#"{"a":truex}"#,
+        r#"{"a":1,}"#,
+        r#"{"a" 1}"#,
+        r#"{"a":1]"#,
+        r#"[1}"#,
+        r#"{"a":1} x"#,
+        r#"{"a":1"#,
+        r#"{"a":"b"#,
+        "",
+        "{\"a\":\"\u{7f}\u{0}\"}",
+        r#"{"request":{"oldObject":{"a":["#,
     ] {
-        let (removed, _, after) = verify(text);
-        assert!(!removed, "{text} -> {after}");
+        assert!(read(text.as_bytes(), &mut Vec::new()).is_none(), "{text:?}");
     }
+    assert!(read(b"{\"a\":\"\xff\"}", &mut Vec::new()).is_none());
+    assert!(
+        read(
+            b"{\"request\":{\"oldObject\":{\"a\":\"\xff\"}}}",
+            &mut Vec::new()
+        )
+        .is_none()
+    );
+    let deep = format!("{}{}", "[".repeat(65), "]".repeat(65));
+    assert!(read(deep.as_bytes(), &mut Vec::new()).is_none());
+    let fine = format!("{}{}", "[".repeat(64), "]".repeat(64));
+    read_as_simd_json(&fine);
 }
 
 #[test]
-fn a_value_that_never_closes_or_is_not_utf8_is_left_to_the_parser() {
-    let mut out = Vec::new();
-    assert!(compact(br#"{"request":{"oldObject":{"a":["#, &mut out).is_empty());
-    assert!(compact(b"{\"request\":{\"oldObject\":{\"a\":\"\xff\"}}}", &mut out).is_empty());
-    assert!(
-        !compact(
-            "{\"request\":{\"oldObject\":{\"a\":\"é\"}}}".as_bytes(),
-            &mut out
-        )
-        .is_empty()
-    );
+fn scalars_and_whitespace_read_as_simd_json_reads_them() {
+    for text in [
+        " { \"a\" : [ 1 , -2 , 0 , 999999999999999999 , -999999999999999999 ] } \n",
+        "\t[\r\n]",
+        "\"x\"",
+        "17",
+        "null",
+        r#"{"é":"ü","a":"b"}"#,
+        r#"{"a":{"b":{"c":[[],[{}],{"d":true}]}}}"#,
+    ] {
+        read_as_simd_json(text);
+    }
 }

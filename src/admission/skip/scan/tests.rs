@@ -87,28 +87,10 @@ fn jsonish() -> impl Strategy<Value = Vec<u8>> {
     proptest::collection::vec(byte, 0..300)
 }
 
-/// The walk a byte at a time: the reference for [`Walk::advance`].
-fn walk_bytewise(text: &[u8], to: usize) -> (i64, bool) {
-    let (mut depth, mut in_string, mut escaped) = (0i64, false, false);
-    for &b in &text[..to] {
-        if escaped {
-            escaped = false;
-            continue;
-        }
-        match b {
-            b'\\' => escaped = true,
-            b'"' => in_string = !in_string,
-            b'[' | b'{' if !in_string => depth += 1,
-            b']' | b'}' if !in_string => depth -= 1,
-            _ => {}
-        }
-    }
-    (depth, in_string)
-}
-
-/// Which bytes of a block ending after bit `last` follow an unescaped backslash, one backslash
-/// at a time: what the branch-free [`escaped_upto`] must equal.
-fn escaped_one_by_one(backslashes: u64, carry: &mut bool, last: u32) -> u64 {
+/// Which bytes of a block follow an unescaped backslash, one backslash at a time: what the
+/// branch-free [`escaped`] must equal.
+fn escaped_one_by_one(backslashes: u64, carry: &mut bool) -> u64 {
+    let last = 63;
     let mut escaped = u64::from(*carry);
     *carry = false;
     for bit in 0..=last {
@@ -123,6 +105,37 @@ fn escaped_one_by_one(backslashes: u64, carry: &mut bool, last: u32) -> u64 {
     escaped
 }
 
+/// What [`Strings::read`] must answer, a byte at a time: the string from the quote at `open`
+/// (not looked at) to the next quote, unless a backslash or a control character comes first or it is not UTF-8.
+fn string_bytewise(text: &[u8], open: usize) -> Option<(&str, usize)> {
+    let mut end = open + 1;
+    loop {
+        match *text.get(end)? {
+            b'"' => return Some((std::str::from_utf8(&text[open + 1..end]).ok()?, end + 1)),
+            b'\\' | 0..0x20 => return None,
+            _ => end += 1,
+        }
+    }
+}
+
+/// Short texts of the bytes that end or stop a string, letters, and the bytes of multi-byte
+/// characters (valid or not), around 32-byte boundaries.
+fn strings() -> impl Strategy<Value = Vec<u8>> {
+    let byte = prop_oneof![
+        8 => Just(b'a'),
+        2 => Just(b'"'),
+        1 => Just(b'\\'),
+        1 => Just(b'\n'),
+        1 => Just(0xc3u8),
+        1 => Just(0xa9u8),
+        1 => Just(0xffu8),
+    ];
+    (proptest::collection::vec(byte, 0..90)).prop_map(|mut text| {
+        text.insert(0, b'"');
+        text
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
 
@@ -132,7 +145,6 @@ proptest! {
         runs in proptest::collection::vec((0u32..64, 1u32..12), 0..8),
         noise in any::<u64>(),
         carry in any::<bool>(),
-        last in 0u32..64,
     ) {
         let mut backslashes = noise & noise.rotate_left(7);
         for (start, len) in runs {
@@ -140,14 +152,11 @@ proptest! {
                 backslashes |= 1 << bit;
             }
         }
-        if last < 63 {
-            backslashes &= (1 << (last + 1)) - 1;
-        }
         let (mut fast, mut slow) = (carry, carry);
         prop_assert_eq!(
-            escaped_upto(backslashes, &mut fast, last),
-            escaped_one_by_one(backslashes, &mut slow, last),
-            "{:064b} carry {} last {}", backslashes, carry, last
+            escaped(backslashes, &mut fast),
+            escaped_one_by_one(backslashes, &mut slow),
+            "{:064b} carry {}", backslashes, carry
         );
         prop_assert_eq!(fast, slow);
     }
@@ -180,16 +189,11 @@ proptest! {
     }
 
     #[test]
-    fn the_walk_is_the_bytewise_one(text in jsonish(), stops in proptest::collection::vec(0usize..300, 0..4)) {
-        let mut stops = stops;
-        stops.sort_unstable();
-        stops.push(text.len());
-        let mut walk = Walk::default();
-        for stop in stops {
-            let stop = stop.min(text.len());
-            walk.advance(&text, stop);
-            prop_assert_eq!((walk.depth, walk.in_string), walk_bytewise(&text, stop), "at {}", stop);
-        }
+    fn every_string_reader_reads_as_the_bytewise_one(text in strings(), open in 0usize..4) {
+        let open = open.min(text.len().saturating_sub(1));
+        let expected = string_bytewise(&text, open);
+        prop_assert_eq!(Strings::Bytes.read(&text, open), expected, "bytes");
+        prop_assert_eq!(Strings::detect().read(&text, open), expected, "detected");
     }
 
     #[test]

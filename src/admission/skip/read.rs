@@ -1,0 +1,335 @@
+//! Reads a review into simd-json's tape in one pass over the bytes as sent, with the members of
+//! [`SKIPPED`](super::SKIPPED) emptied as it meets them: simdjson's On-Demand idea, which simd-json's API does
+//! not offer. It reads only what it can read exactly as simd-json would, and declines the rest.
+//!
+//! The tape it writes is node for node the one simd-json writes for the review with those
+//! members emptied (the tests and the `admission` fuzz target compare them). It declines (`None`,
+//! and the pipeline parses the body whole with simd-json) whatever it does not read exactly so:
+//! a string with an escape or a control character, a number with a fraction, an exponent, `-0`
+//! or more than 18 digits, nesting deeper than [`MAX_DEPTH`], any text that is not JSON, and an
+//! `oldObject` skipped where the envelope would read another one. Those are rare in what the
+//! kube-apiserver sends outside the skipped members (the escapes of the `last-applied`
+//! annotation lie inside one), and each costs only the whole parse it falls back to.
+
+use std::ops::Range;
+
+use simd_json::{Node, StaticNode};
+
+use super::scan::{self, Strings};
+use super::{OLD_OBJECT, STEPS};
+
+/// Deeper than this, the reader declines: a Memcached review nests about ten levels.
+const MAX_DEPTH: usize = 64;
+
+/// What the reader read besides the tape: where the skipped `request.oldObject` lies in the text
+/// as sent, brackets included, when it skipped one (ratcheting parses it from there).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Read {
+    pub old_object: Option<Range<usize>>,
+}
+
+/// An open object or array.
+#[derive(Clone, Copy, Default)]
+struct Open {
+    /// Where its head node is on the tape.
+    node: usize,
+    /// Members (object) or items (array) so far.
+    len: usize,
+    object: bool,
+    /// Where it stands in [`STEPS`] when it is on the way down a path of [`SKIPPED`](super::SKIPPED).
+    step: Option<usize>,
+}
+
+/// Which `oldObject` the envelope reads (the last one that is not null, in the last `request`
+/// at the root) and the one skipped: they must be the same one.
+struct OldObject {
+    /// Where `request` stands in [`STEPS`].
+    request: Option<usize>,
+    /// The last skipped one's bytes, brackets included.
+    range: Option<Range<usize>>,
+    skipped: usize,
+    /// Whether the one the envelope reads so far is the last skipped one.
+    read_is_skipped: bool,
+}
+
+/// Reads `text` (a whole JSON document) onto `nodes` (cleared first). `None`: declined, see
+/// the module's documentation; `nodes` then holds anything.
+pub fn read<'i>(text: &'i [u8], nodes: &mut Vec<Node<'i>>) -> Option<Read> {
+    match Strings::detect() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Strings::Avx2` is made only where the CPU has AVX2 ([`Strings::detect`]).
+        #[allow(unsafe_code)]
+        Strings::Avx2 => unsafe { read_avx2(text, nodes) },
+        strings => read_with(strings, text, nodes),
+    }
+}
+
+/// [`read`] compiled for AVX2, so that each string's scan is inlined into it: a call per string
+/// cost more than the scan.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn read_avx2<'i>(text: &'i [u8], nodes: &mut Vec<Node<'i>>) -> Option<Read> {
+    read_with(Strings::Avx2, text, nodes)
+}
+
+#[inline(always)]
+fn read_with<'i>(strings: Strings, text: &'i [u8], nodes: &mut Vec<Node<'i>>) -> Option<Read> {
+    nodes.clear();
+    let mut old = OldObject {
+        request: STEPS[0]
+            .iter()
+            .find(|step| step.name == "request")
+            .and_then(|step| step.next),
+        range: None,
+        skipped: 0,
+        read_is_skipped: false,
+    };
+    let mut stack = [Open::default(); MAX_DEPTH];
+    let mut depth = 0;
+    let mut at = whitespace(text, 0);
+    // The step of the value about to be read: the root is where every path starts.
+    let mut step = Some(0);
+    'value: loop {
+        match *text.get(at)? {
+            b'{' => {
+                open(&mut stack, &mut depth, nodes, true, step)?;
+                at = whitespace(text, at + 1);
+                if text.get(at) == Some(&b'}') {
+                    at += 1;
+                    close(&mut stack, &mut depth, nodes);
+                } else {
+                    let value;
+                    (at, value) = member(strings, text, at, &stack[..depth], &mut old, nodes)?;
+                    if let Some(next) = value {
+                        step = next;
+                        continue 'value;
+                    }
+                }
+            }
+            b'[' => {
+                open(&mut stack, &mut depth, nodes, false, None)?;
+                at = whitespace(text, at + 1);
+                if text.get(at) == Some(&b']') {
+                    at += 1;
+                    close(&mut stack, &mut depth, nodes);
+                } else {
+                    step = None;
+                    continue 'value;
+                }
+            }
+            b'"' => {
+                let (s, end) = strings.read(text, at)?;
+                nodes.push(Node::String(s));
+                at = end;
+            }
+            b't' => at = literal(text, at, b"true", StaticNode::Bool(true), nodes)?,
+            b'f' => at = literal(text, at, b"false", StaticNode::Bool(false), nodes)?,
+            b'n' => at = literal(text, at, b"null", StaticNode::Null, nodes)?,
+            b'-' | b'0'..=b'9' => at = number(text, at, nodes)?,
+            _ => return None,
+        }
+        // After a value: a comma and the next one, or the end of its object or array.
+        loop {
+            at = whitespace(text, at);
+            if depth == 0 {
+                if at != text.len() {
+                    return None;
+                }
+                return match (old.skipped, old.read_is_skipped) {
+                    (0, _) => Some(Read { old_object: None }),
+                    (1, true) => Some(Read {
+                        old_object: old.range,
+                    }),
+                    // The envelope would read an `oldObject` other than the one skipped.
+                    _ => None,
+                };
+            }
+            let open = &mut stack[depth - 1];
+            open.len += 1;
+            match *text.get(at)? {
+                b',' => {
+                    at = whitespace(text, at + 1);
+                    if !open.object {
+                        step = None;
+                        continue 'value;
+                    }
+                    let value;
+                    (at, value) = member(strings, text, at, &stack[..depth], &mut old, nodes)?;
+                    match value {
+                        Some(next) => {
+                            step = next;
+                            continue 'value;
+                        }
+                        None => continue,
+                    }
+                }
+                b'}' if open.object => {}
+                b']' if !open.object => {}
+                _ => return None,
+            }
+            at += 1;
+            close(&mut stack, &mut depth, nodes);
+        }
+    }
+}
+
+/// Reads a member of the innermost open object (`stack`'s last) from its key's opening quote at
+/// `at`: pushes the key, and either skips its value (a member of [`SKIPPED`](super::SKIPPED) whose value is an
+/// object or an array: an empty one is pushed for it), returning the offset after the value and
+/// `None`, or returns where the value starts and its step in [`STEPS`].
+#[allow(clippy::type_complexity)]
+#[inline(always)]
+fn member<'i>(
+    strings: Strings,
+    text: &'i [u8],
+    at: usize,
+    stack: &[Open],
+    old: &mut OldObject,
+    nodes: &mut Vec<Node<'i>>,
+) -> Option<(usize, Option<Option<usize>>)> {
+    if text.get(at) != Some(&b'"') {
+        return None;
+    }
+    let (key, end) = strings.read(text, at)?;
+    nodes.push(Node::String(key));
+    let colon = whitespace(text, end);
+    if text.get(colon) != Some(&b':') {
+        return None;
+    }
+    let at = whitespace(text, colon + 1);
+    let open = stack[stack.len() - 1];
+    let found = open.step.and_then(|node| {
+        // Lengths and first bytes first: most keys of these few objects match no step.
+        STEPS[node].iter().find(|s| {
+            s.name.len() == key.len() && s.name.as_bytes()[0] == key.as_bytes()[0] && s.name == key
+        })
+    });
+    // The envelope's `oldObject`: each `request` at the root starts over, and one that is not
+    // null replaces the one before.
+    if stack.len() == 1 && key == "request" {
+        old.read_is_skipped = false;
+    }
+    let in_request = stack.len() == 2 && open.step.is_some() && open.step == old.request;
+    if in_request && key == "oldObject" && !text[at..].starts_with(b"null") {
+        old.read_is_skipped = false;
+    }
+    let Some(found) = found else {
+        return Some((at, Some(None)));
+    };
+    match found.last {
+        Some(path) if matches!(text.get(at), Some(b'{' | b'[')) => {
+            let close = scan::value_end(text, at)?;
+            nodes.push(if text[at] == b'{' {
+                Node::Object { len: 0, count: 0 }
+            } else {
+                Node::Array { len: 0, count: 0 }
+            });
+            if path == OLD_OBJECT {
+                old.range = Some(at..close + 1);
+                old.skipped += 1;
+                old.read_is_skipped = true;
+            }
+            Some((close + 1, None))
+        }
+        _ => Some((at, Some(found.next))),
+    }
+}
+
+/// Opens an object or an array: its head node, to be completed by [`close`]. `None` past
+/// [`MAX_DEPTH`].
+#[inline(always)]
+fn open(
+    stack: &mut [Open; MAX_DEPTH],
+    depth: &mut usize,
+    nodes: &mut Vec<Node<'_>>,
+    object: bool,
+    step: Option<usize>,
+) -> Option<()> {
+    *stack.get_mut(*depth)? = Open {
+        node: nodes.len(),
+        len: 0,
+        object,
+        step,
+    };
+    *depth += 1;
+    nodes.push(if object {
+        Node::Object { len: 0, count: 0 }
+    } else {
+        Node::Array { len: 0, count: 0 }
+    });
+    Some(())
+}
+
+/// Closes the innermost open object or array, whose closing bracket was just read.
+fn close(stack: &mut [Open; MAX_DEPTH], depth: &mut usize, nodes: &mut [Node<'_>]) {
+    *depth -= 1;
+    let open = stack[*depth];
+    let count = nodes.len() - open.node - 1;
+    nodes[open.node] = if open.object {
+        Node::Object {
+            len: open.len,
+            count,
+        }
+    } else {
+        Node::Array {
+            len: open.len,
+            count,
+        }
+    };
+}
+
+fn whitespace(text: &[u8], mut at: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = text.get(at) {
+        at += 1;
+    }
+    at
+}
+
+/// A byte that may follow a literal or a number: what simd-json's parser allows there.
+fn ends_scalar(text: &[u8], at: usize) -> bool {
+    matches!(
+        text.get(at),
+        None | Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
+    )
+}
+
+fn literal<'i>(
+    text: &[u8],
+    at: usize,
+    word: &[u8],
+    value: StaticNode,
+    nodes: &mut Vec<Node<'i>>,
+) -> Option<usize> {
+    let end = at + word.len();
+    if text.get(at..end)? != word || !ends_scalar(text, end) {
+        return None;
+    }
+    nodes.push(Node::Static(value));
+    Some(end)
+}
+
+/// An integer of at most 18 digits, as simd-json reads it: `U64` when positive, `I64` when
+/// negative. Anything else is declined.
+fn number(text: &[u8], at: usize, nodes: &mut Vec<Node<'_>>) -> Option<usize> {
+    let negative = text[at] == b'-';
+    let digits = at + usize::from(negative);
+    let mut end = digits;
+    let mut value: u64 = 0;
+    while let Some(&b @ b'0'..=b'9') = text.get(end) {
+        value = value * 10 + u64::from(b - b'0');
+        end += 1;
+        if end - digits > 18 {
+            return None;
+        }
+    }
+    let count = end - digits;
+    if count == 0 || (text[digits] == b'0' && (count > 1 || negative)) || !ends_scalar(text, end) {
+        return None;
+    }
+    nodes.push(Node::Static(if negative {
+        StaticNode::I64(-(value as i64))
+    } else {
+        StaticNode::U64(value)
+    }));
+    Some(end)
+}
