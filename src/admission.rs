@@ -21,7 +21,7 @@ pub use enforcement::{Actions, Enforcement, Violations};
 pub use envelope::{ApiVersion, BadReview, Operation, Request, parse};
 #[cfg(test)]
 use pipeline::{RETAIN_BELOW, retained};
-pub use pipeline::{review, review_whole};
+pub use pipeline::{review, review_slice, review_whole};
 pub use skip::SKIPPED;
 
 /// Which webhook a request was sent to.

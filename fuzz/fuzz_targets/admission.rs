@@ -108,6 +108,21 @@ fn answer(webhook: Webhook, actions: Actions, sent: &[u8]) -> Option<Vec<u8>> {
         &mut out,
         Instant::now(),
     );
+    // The server reads a body that came in one frame where it lies: the same answer.
+    let mut sliced_out = Vec::new();
+    let sliced = admission::review_slice(
+        webhook,
+        actions,
+        None,
+        sent,
+        &mut sliced_out,
+        Instant::now(),
+    );
+    assert_eq!(
+        sliced.as_ref().map(|_| &sliced_out).map_err(|e| e.to_string()),
+        served.as_ref().map(|_| &out).map_err(|e| e.to_string()),
+        "reading in place changed the answer"
+    );
     let (mut body, mut as_sent_out) = (sent.to_vec(), Vec::new());
     let as_sent = admission::review_whole(
         webhook,

@@ -54,30 +54,75 @@ pub fn review(
     out: &mut Vec<u8>,
     started: Instant,
 ) -> Result<Verdict, BadReview> {
-    review_skipping(webhook, actions, autoscalers, body, true, out, started)
+    match read(webhook, actions, autoscalers, body, out, started) {
+        Some(result) => result,
+        None => review_whole(webhook, actions, autoscalers, body, out, started),
+    }
+}
+
+/// [`review`] of a body that lies elsewhere (the server's: a frame of the connection's read
+/// buffer), read where it lies: it is copied only when the reader declines and simd-json must
+/// parse it whole (which writes to it). Saves the copy and its allocation on every review.
+pub fn review_slice(
+    webhook: Webhook,
+    actions: Actions,
+    autoscalers: Option<&Autoscalers>,
+    body: &[u8],
+    out: &mut Vec<u8>,
+    started: Instant,
+) -> Result<Verdict, BadReview> {
+    match read(webhook, actions, autoscalers, body, out, started) {
+        Some(result) => result,
+        None => {
+            let mut copy = Vec::with_capacity(body.len() + simd_json::INPUT_PADDING);
+            copy.extend_from_slice(body);
+            review_whole(webhook, actions, autoscalers, &mut copy, out, started)
+        }
+    }
+}
+
+/// The answer from the reader's tape; `None` when the reader declines.
+fn read(
+    webhook: Webhook,
+    actions: Actions,
+    autoscalers: Option<&Autoscalers>,
+    body: &[u8],
+    out: &mut Vec<u8>,
+    started: Instant,
+) -> Option<Result<Verdict, BadReview>> {
+    SCRATCH.with(|scratch| {
+        let mut guard = scratch.borrow_mut();
+        let Scratch { tape, patch, .. } = &mut *guard;
+        let mut parsed: Tape<'_> = tape.take().unwrap_or_else(Tape::null).reset();
+        let answered = skip::read(body, &mut parsed.0).map(|read| {
+            let old = read.old_object.map(|range| &body[range]);
+            answer(
+                webhook,
+                actions,
+                autoscalers,
+                &parsed,
+                old,
+                patch,
+                out,
+                started,
+            )
+        });
+        *tape = Some(parsed.reset());
+        if body.len() >= RETAIN_BELOW {
+            *guard = Scratch::new();
+        }
+        answered
+    })
 }
 
 /// [`review`] parsing the whole body with simd-json, what no rule reads included: for a large
-/// body (the server accounts for its parse's memory up front, docs/memory.md), and to compare
-/// with.
+/// body (the server accounts for its parse's memory up front, docs/memory.md), when the reader
+/// declines, and to compare with.
 pub fn review_whole(
     webhook: Webhook,
     actions: Actions,
     autoscalers: Option<&Autoscalers>,
     body: &mut Vec<u8>,
-    out: &mut Vec<u8>,
-    started: Instant,
-) -> Result<Verdict, BadReview> {
-    review_skipping(webhook, actions, autoscalers, body, false, out, started)
-}
-
-/// [`review`], skipping what no rule reads when `skipping`.
-fn review_skipping(
-    webhook: Webhook,
-    actions: Actions,
-    autoscalers: Option<&Autoscalers>,
-    body: &mut Vec<u8>,
-    skipping: bool,
     out: &mut Vec<u8>,
     started: Instant,
 ) -> Result<Verdict, BadReview> {
@@ -92,51 +137,25 @@ fn review_skipping(
             tape,
             patch,
         } = &mut *guard;
-        let mut answered = None;
-        if skipping {
-            let mut parsed: Tape<'_> = tape.take().unwrap_or_else(Tape::null).reset();
-            if let Some(read) = skip::read(&body[..len], &mut parsed.0) {
-                let old = read.old_object.map(|range| &body[range]);
-                answered = Some(answer(
-                    webhook,
-                    actions,
-                    autoscalers,
-                    &parsed,
-                    old,
-                    patch,
-                    out,
-                    started,
-                ));
-            }
-            *tape = Some(parsed.reset());
-        }
-        let result = match answered {
-            Some(result) => result,
-            None => {
-                // Whole: asked to, or the reader declined (the text may not be JSON, and its
-                // error must be the one the body as sent gets).
-                body.resize(len + simd_json::INPUT_PADDING, b' ');
-                let mut whole: Tape<'_> = tape.take().unwrap_or_else(Tape::null).reset();
-                let result = match simd_json::fill_tape_padded(body, len, buffers, &mut whole) {
-                    Ok(()) => answer(
-                        webhook,
-                        actions,
-                        autoscalers,
-                        &whole,
-                        None,
-                        patch,
-                        out,
-                        started,
-                    ),
-                    Err(error) => Err(BadReview::Json {
-                        error,
-                        truncated: false,
-                    }),
-                };
-                *tape = Some(whole.reset());
-                result
-            }
+        body.resize(len + simd_json::INPUT_PADDING, b' ');
+        let mut whole: Tape<'_> = tape.take().unwrap_or_else(Tape::null).reset();
+        let result = match simd_json::fill_tape_padded(body, len, buffers, &mut whole) {
+            Ok(()) => answer(
+                webhook,
+                actions,
+                autoscalers,
+                &whole,
+                None,
+                patch,
+                out,
+                started,
+            ),
+            Err(error) => Err(BadReview::Json {
+                error,
+                truncated: false,
+            }),
         };
+        *tape = Some(whole.reset());
         if len >= RETAIN_BELOW {
             *guard = Scratch::new();
         }

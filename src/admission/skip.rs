@@ -47,9 +47,26 @@ struct Step {
     next: Option<usize>,
 }
 
+/// The steps on from one member of the paths in [`SKIPPED`].
+struct Steps {
+    steps: Vec<Step>,
+    /// Bit `n` set when a step's name is `n` bytes long: most keys of these objects are no
+    /// step, and their length alone says so.
+    lengths: u64,
+}
+
+impl Steps {
+    fn find(&self, key: &str) -> Option<&Step> {
+        if key.len() >= 64 || self.lengths >> key.len() & 1 == 0 {
+            return None;
+        }
+        self.steps.iter().find(|step| step.name == key)
+    }
+}
+
 /// [`SKIPPED`] as a tree: the steps from the root, then from each member on the way, so the
 /// reader follows the shared first steps (`request`, `object`, `metadata`) once.
-static STEPS: LazyLock<Vec<Vec<Step>>> = LazyLock::new(|| {
+static STEPS: LazyLock<Vec<Steps>> = LazyLock::new(|| {
     let mut nodes: Vec<Vec<Step>> = vec![Vec::new()];
     for (index, path) in SKIPPED.iter().enumerate() {
         let mut node = 0;
@@ -81,7 +98,30 @@ static STEPS: LazyLock<Vec<Vec<Step>>> = LazyLock::new(|| {
         }
     }
     nodes
+        .into_iter()
+        .map(|steps| Steps {
+            lengths: steps
+                .iter()
+                .fold(0, |lengths, step| lengths | 1u64 << step.name.len().min(63)),
+            steps,
+        })
+        .collect()
 });
+
+const _: () = {
+    let mut i = 0;
+    while i < SKIPPED.len() {
+        let mut j = 0;
+        while j < SKIPPED[i].len() {
+            assert!(
+                SKIPPED[i][j].len() < 64,
+                "a step's length is a bit of `Steps::lengths`"
+            );
+            j += 1;
+        }
+        i += 1;
+    }
+};
 
 #[cfg(test)]
 mod tests;

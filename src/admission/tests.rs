@@ -7,11 +7,32 @@ use crate::memcached::validate::Rule;
 use base64::Engine as _;
 use serde_json::{Value as J, json};
 
-/// Reviews `sent`, and checks that parsing it whole (nothing blanked) answers byte for byte the
-/// same: every test of the envelope is also a test of `managed_fields`.
+/// Reviews `sent`, and checks that parsing it whole (nothing skipped) answers byte for byte the
+/// same, and so does reading it where it lies (`review_slice`, as the server reads a body that
+/// came in one frame): every test of the envelope is also a test of the reader.
 fn run(webhook: Webhook, sent: &[u8]) -> Result<(Verdict, J), String> {
     let (verdict, out) = answer(webhook, sent, true);
     let (plain, plain_out) = answer(webhook, sent, false);
+    let mut sliced_out = Vec::new();
+    let sliced = review_slice(
+        webhook,
+        Actions::DENY,
+        None,
+        sent,
+        &mut sliced_out,
+        Instant::now(),
+    )
+    .map_err(|e| e.to_string());
+    assert_eq!(
+        sliced.as_ref().map(|_| ()),
+        verdict.as_ref().map(|_| ()),
+        "reading in place changed the outcome"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&sliced_out),
+        String::from_utf8_lossy(&out),
+        "reading in place changed the answer"
+    );
     assert_eq!(
         verdict.as_ref().map(|_| ()),
         plain.as_ref().map(|_| ()),

@@ -23,7 +23,7 @@ const MAX_DEPTH: usize = 64;
 
 /// What the reader read besides the tape: where the skipped `request.oldObject` lies in the text
 /// as sent, brackets included, when it skipped one (ratcheting parses it from there).
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Read {
     pub old_object: Option<Range<usize>>,
 }
@@ -72,14 +72,17 @@ fn read_avx2<'i>(text: &'i [u8], nodes: &mut Vec<Node<'i>>) -> Option<Read> {
     read_with(Strings::Avx2, text, nodes)
 }
 
+/// [`read`] without AVX2, as on other CPUs: for the tests to compare.
+#[cfg(test)]
+pub(super) fn read_portable<'i>(text: &'i [u8], nodes: &mut Vec<Node<'i>>) -> Option<Read> {
+    read_with(Strings::Bytes, text, nodes)
+}
+
 #[inline(always)]
 fn read_with<'i>(strings: Strings, text: &'i [u8], nodes: &mut Vec<Node<'i>>) -> Option<Read> {
     nodes.clear();
     let mut old = OldObject {
-        request: STEPS[0]
-            .iter()
-            .find(|step| step.name == "request")
-            .and_then(|step| step.next),
+        request: STEPS[0].find("request").and_then(|step| step.next),
         range: None,
         skipped: 0,
         read_is_skipped: false,
@@ -198,12 +201,7 @@ fn member<'i>(
     }
     let at = whitespace(text, colon + 1);
     let open = stack[stack.len() - 1];
-    let found = open.step.and_then(|node| {
-        // Lengths and first bytes first: most keys of these few objects match no step.
-        STEPS[node].iter().find(|s| {
-            s.name.len() == key.len() && s.name.as_bytes()[0] == key.as_bytes()[0] && s.name == key
-        })
-    });
+    let found = open.step.and_then(|node| STEPS[node].find(key));
     // The envelope's `oldObject`: each `request` at the root starts over, and one that is not
     // null replaces the one before.
     if stack.len() == 1 && key == "request" {

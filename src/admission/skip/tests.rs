@@ -1,7 +1,7 @@
 use serde_json::Value;
 use simd_json::Node;
 
-use super::read::Read;
+use super::read::{Read, read_portable};
 use super::*;
 
 /// simd-json's tape of `text`, owned, with the value of every member of [`SKIPPED`] that is an
@@ -74,6 +74,12 @@ fn read_as_simd_json(text: &str) -> Read {
     let mut nodes = Vec::new();
     let read = read(text.as_bytes(), &mut nodes).unwrap_or_else(|| panic!("declined {text}"));
     assert_eq!(nodes, parsed_blanked(text), "{text}");
+    let mut portable = Vec::new();
+    assert_eq!(
+        read_portable(text.as_bytes(), &mut portable),
+        Some(read.clone())
+    );
+    assert_eq!(portable, nodes, "without AVX2: {text}");
     read
 }
 
@@ -111,9 +117,8 @@ fn every_fixture_is_read_as_simd_json_reads_it_blanked() {
                 continue;
             }
             total += 1;
-            let mut nodes = Vec::new();
-            if super::read(text.as_bytes(), &mut nodes).is_some() {
-                assert_eq!(nodes, parsed_blanked(&text), "{}", path.display());
+            if super::read(text.as_bytes(), &mut Vec::new()).is_some() {
+                read_as_simd_json(&text);
                 read += 1;
             }
         }
@@ -203,6 +208,10 @@ fn what_the_reader_does_not_read_exactly_is_declined() {
         r#"{"request":{"oldObject":{"a":["#,
     ] {
         assert!(read(text.as_bytes(), &mut Vec::new()).is_none(), "{text:?}");
+        assert!(
+            read_portable(text.as_bytes(), &mut Vec::new()).is_none(),
+            "{text:?}"
+        );
     }
     assert!(read(b"{\"a\":\"\xff\"}", &mut Vec::new()).is_none());
     assert!(
