@@ -85,6 +85,31 @@ fn fake_cert_manager(env: &Env) {
     }
 }
 
+/// Deletes what other checks left under the chart's names (autoscalers.rs applies the shipped
+/// RBAC and ServiceAccount): Helm refuses to take over objects another tool created.
+fn clean_slate(env: &Env) {
+    env.ok(
+        &[
+            "delete",
+            "--ignore-not-found",
+            "clusterrole,clusterrolebinding",
+            "memcached-webhook-autoscalers",
+        ],
+        None,
+    );
+    env.ok(
+        &[
+            "delete",
+            "--ignore-not-found",
+            "-n",
+            RELEASE_NS,
+            "serviceaccount",
+            "memcached-webhook",
+        ],
+        None,
+    );
+}
+
 /// cainjector's part, and the Service's: the chart's two configurations pointed at the suite's
 /// server with its CA, one patch each (only `clientConfig` changes).
 fn inject(env: &Env) {
@@ -135,6 +160,7 @@ fn manifest_objects(release: &Value) -> Vec<(String, String, Option<String>)> {
 
 fn chart_installs_and_its_configurations_judge_writes(env: &Env) {
     fake_cert_manager(env);
+    clean_slate(env);
     // The chart's configurations have the shipped ones' names: Helm refuses to adopt them.
     let _restore = Restore(env);
     env.ok(&["delete", "mutatingwebhookconfiguration", MWC], None);
@@ -210,6 +236,7 @@ fn chart_installs_and_its_configurations_judge_writes(env: &Env) {
 /// configurations. Each step is checked as handover.rs checks the kustomize one.
 fn hand_over_from_the_operator_chart_without_gap_or_overlap(env: &Env) {
     fake_cert_manager(env);
+    clean_slate(env);
     let _ = env.kubectl(&["create", "namespace", NS], None);
     let operator = Webhook::start(&[]);
     let _restore = Restore(env);
