@@ -24,6 +24,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 
 import yaml
 
@@ -90,7 +91,7 @@ class Hooks:
 
     def __init__(self):
         self.scalars: dict[str, str] = {}
-        self.blocks: dict[str, callable] = {}
+        self.blocks: dict[str, Callable[[str, str], str]] = {}
 
     def scalar(self, template: str) -> str:
         token = f"HOOKS{len(self.scalars)}HOOK"
