@@ -129,6 +129,7 @@ class Schema(unittest.TestCase):
         "a digest that is not sha256": ({"image": {"digest": "latest"}}, "digest"),
         "an issuer kind cert-manager lacks": ({"certManager": {"issuer": {"kind": "Issuers"}}}, "kind"),
         "a flag without --": ({"extraArgs": ["log-level=debug"]}, "extraArgs"),
+        "a plain-HTTP webhook URL": ({"webhookConfigurations": {"url": "http://127.0.0.1:9443"}}, "url"),
     }
 
     def test_wrong_values_are_errors_naming_the_key(self):
@@ -232,6 +233,16 @@ class Values(unittest.TestCase):
         self.assertFalse(kinds & {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
         self.assertEqual(len(objs), len(render()) - 2)
 
+    def test_a_url_replaces_the_service_in_both_webhooks(self):
+        objs = render({"webhookConfigurations": {"url": "https://127.0.0.1:9443/", "caBundle": "Q0E="}})
+        for kind, path in (("MutatingWebhookConfiguration", "/mutate-memcached-c5c3-io-v1beta1-memcached"),
+                           ("ValidatingWebhookConfiguration", "/validate-memcached-c5c3-io-v1beta1-memcached")):
+            self.assertEqual(find(objs, kind)["webhooks"][0]["clientConfig"],
+                             {"url": f"https://127.0.0.1:9443{path}", "caBundle": "Q0E="})
+        without_ca = render({"webhookConfigurations": {"url": "https://webhook.example.com"}})
+        self.assertEqual(find(without_ca, "MutatingWebhookConfiguration")["webhooks"][0]["clientConfig"],
+                         {"url": "https://webhook.example.com/mutate-memcached-c5c3-io-v1beta1-memcached"})
+
     def test_an_existing_issuer_replaces_the_chart_s_own_chain(self):
         objs = render({"certManager": {"issuer": {"name": "corp-ca", "kind": "ClusterIssuer"}}})
         self.assertEqual([o["metadata"]["name"] for o in objs if o["apiVersion"].startswith("cert-manager.io/")],
@@ -273,7 +284,9 @@ class Values(unittest.TestCase):
 
 
 class KubernetesSchemas(unittest.TestCase):
-    VARIANTS: ClassVar[list] = [None, EVERYTHING, {"autoscalerConflicts": False, "validationActions": "Warn,Audit"},
+    VARIANTS: ClassVar[list] = [None, EVERYTHING, {"autoscalerConflicts": False, "validationActions": "Warn,Audit",
+                                                   "webhookConfigurations": {"url": "https://127.0.0.1:9443",
+                                                                             "caBundle": "Q0E="}},
                 {"certManager": {"issuer": {"name": "corp-ca", "kind": "ClusterIssuer"}}, "replicas": 3,
                  "nodeSelector": {"a": "b"}, "tolerations": [{"operator": "Exists"}], "priorityClassName": "high",
                  "imagePullSecrets": [{"name": "regcred"}], "image": {"digest": "sha256:" + "0" * 64}}]

@@ -236,6 +236,20 @@ def hook_serving_certificate(cert: dict, hooks: Hooks):
         "{{- else }}", f"{indent}{key}:", dump(ref, indent + "  ").rstrip("\n"), "{{- end }}"]))
 
 
+def hook_webhooks(configuration: dict, hooks: Hooks):
+    """Each webhook calls the Service, or `webhookConfigurations.url` (a server outside the
+    cluster) with the path it has on the Service."""
+    for webhook in configuration["webhooks"]:
+        shipped = webhook["clientConfig"]
+        path = need(shipped.get("service", {}), "path", f"webhook {webhook['name']}'s clientConfig.service")
+        webhook["clientConfig"] = hooks.block(lambda key, indent, shipped=shipped, path=path: "\n".join([
+            "{{- with .Values.webhookConfigurations.url }}", f"{indent}{key}:",
+            f'{indent}  url: {{{{ print (trimSuffix "/" .) "{path}" | quote }}}}',
+            "{{- with $.Values.webhookConfigurations.caBundle }}",
+            f"{indent}  caBundle: {{{{ . | quote }}}}", "{{- end }}",
+            "{{- else }}", f"{indent}{key}:", dump(shipped, indent + "  ").rstrip("\n"), "{{- end }}"]))
+
+
 # ============================ objects -> templates ============================
 
 
@@ -267,6 +281,8 @@ def template(part: str, o: dict, defaults: dict) -> str:
         hook_network_policy(o, hooks)
     elif kind == "Certificate" and o["metadata"]["name"] == "memcached-webhook-serving":
         hook_serving_certificate(o, hooks)
+    elif kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        hook_webhooks(o, hooks)
     elif kind == "CustomResourceDefinition":
         o["metadata"].setdefault("annotations", {})["helm.sh/resource-policy"] = "keep"
     if kind == "ConfigMap" and DASHBOARD in o.get("data", {}):
@@ -274,8 +290,7 @@ def template(part: str, o: dict, defaults: dict) -> str:
     text = dump(o)
     # Helm would read the alerts' and dashboards' own {{ ... }} as its template: kept literal.
     text = text.replace("{{", "\0").replace("}}", '{{ "}}" }}').replace("\0", '{{ "{{" }}')
-    text = text.replace(NAMESPACE, "{{ .Release.Namespace }}")
-    text = hooks.apply(text)
+    text = hooks.apply(text).replace(NAMESPACE, "{{ .Release.Namespace }}")
     cond = condition(part, o)
     if cond:
         text = f"{{{{- if {cond} }}}}\n{text}{{{{- end }}}}\n"

@@ -2,9 +2,10 @@
 //! engine, and the README's hand-over for Helm users from the operator's chart. Helm runs
 //! through `.ci/helm-engine` (the Helm SDK as a shared library, PyPI helm-python-sdk) with the
 //! Python `$HELM_PYTHON` names; `.ci/check-chart` sets it. Without it these checks are left out
-//! and a line says so. cert-manager is faked: its two CRDs are served, and the check does
-//! cainjector's part (and points the configurations at the test server, as the suite has no
-//! Service routing).
+//! and a line says so. cert-manager is faked: its two CRDs are served and nothing acts on them.
+//! The chart's configurations call the suite's server by `webhookConfigurations.url` with its CA
+//! as `caBundle`: the suite has no Service routing (an API server resolving a Service would dial
+//! its ClusterIP) and no cainjector. Everything else is the chart as users install it.
 
 use serde_json::{Value, json};
 
@@ -110,20 +111,53 @@ fn clean_slate(env: &Env) {
     );
 }
 
-/// cainjector's part, and the Service's: the chart's two configurations pointed at the suite's
-/// server with its CA, one patch each (only `clientConfig` changes).
-fn inject(env: &Env) {
-    for (kind, name, path) in [
-        ("mutatingwebhookconfiguration", MWC, MUTATE),
-        ("validatingwebhookconfiguration", VWC, VALIDATE),
-    ] {
-        let config = env.webhook().client_config(path);
-        let patch = json!([{"op": "replace", "path": "/webhooks/0/clientConfig", "value": config}]);
+/// Values that point the chart's configurations at the suite's server and its CA: the suite
+/// has no Service routing (an API server resolving the Service would dial its ClusterIP) and no
+/// cainjector.
+fn at_the_test_server(env: &Env, mut values: Value) -> String {
+    let ours = env.webhook();
+    let ca = ours.client_config(MUTATE)["caBundle"].clone();
+    values["webhookConfigurations"]["url"] = json!(format!("https://{}", ours.addr));
+    values["webhookConfigurations"]["caBundle"] = ca;
+    values.to_string()
+}
+
+/// [`helm`] for this chart's release, which must call the test server by URL: a configuration
+/// naming the Service would make the API server dial the Service's ClusterIP, an address
+/// outside this machine's loopback. Such configurations are deleted before anything is written.
+#[track_caller]
+fn chart_release(env: &Env, args: &[&str]) -> Value {
+    let release = helm(env, args);
+    let manifest = release["manifest"].as_str().unwrap_or_default();
+    let by_service = webhook::yaml_documents(manifest).iter().any(|o| {
+        o["webhooks"].as_array().is_some_and(|hooks| {
+            hooks
+                .iter()
+                .any(|h| !h["clientConfig"]["service"].is_null())
+        })
+    });
+    if by_service {
         env.ok(
-            &["patch", kind, name, "--type=json", "-p", &patch.to_string()],
+            &[
+                "delete",
+                "--ignore-not-found",
+                "mutatingwebhookconfiguration",
+                MWC,
+            ],
             None,
         );
+        env.ok(
+            &[
+                "delete",
+                "--ignore-not-found",
+                "validatingwebhookconfiguration",
+                VWC,
+            ],
+            None,
+        );
+        panic!("helm {args:?} installed configurations that call the Service, not the test server");
     }
+    release
 }
 
 /// Uninstalls a release when dropped, also while a check unwinds.
@@ -166,7 +200,8 @@ fn chart_installs_and_its_configurations_judge_writes(env: &Env) {
     env.ok(&["delete", "mutatingwebhookconfiguration", MWC], None);
     env.ok(&["delete", "validatingwebhookconfiguration", VWC], None);
     let _uninstall = Uninstall(env, RELEASE, RELEASE_NS);
-    let release = helm(env, &["install", RELEASE, RELEASE_NS, &chart()]);
+    let values = at_the_test_server(env, json!({}));
+    let release = chart_release(env, &["install", RELEASE, RELEASE_NS, &chart(), &values]);
     assert_eq!(release["status"], "deployed", "{release}");
 
     let objects = manifest_objects(&release);
@@ -206,7 +241,6 @@ fn chart_installs_and_its_configurations_judge_writes(env: &Env) {
         format!("{RELEASE_NS}/memcached-webhook-serving")
     );
 
-    inject(env);
     webhook::wait_for(
         &env.cluster,
         "the chart's configurations are called",
@@ -265,11 +299,8 @@ fn hand_over_from_the_operator_chart_without_gap_or_overlap(env: &Env) {
     step("helm-before", [0, 0, 1, 1]);
 
     // 1. Our server, without its configurations.
-    let off = json!({"webhookConfigurations": {"enabled": false}});
-    let release = helm(
-        env,
-        &["install", RELEASE, RELEASE_NS, &chart(), &off.to_string()],
-    );
+    let off = at_the_test_server(env, json!({"webhookConfigurations": {"enabled": false}}));
+    let release = chart_release(env, &["install", RELEASE, RELEASE_NS, &chart(), &off]);
     let kinds: Vec<String> = manifest_objects(&release)
         .into_iter()
         .map(|(k, _, _)| k)
@@ -299,19 +330,13 @@ fn hand_over_from_the_operator_chart_without_gap_or_overlap(env: &Env) {
     );
     step("helm-both-swapped", [1, 1, 0, 0]);
 
-    // 3. Our configurations; until cainjector fills their caBundle a write through them is
-    // refused (fail closed), never admitted unjudged.
+    // 3. Our configurations (cainjector's moment before they work is not played here: the
+    // URL and CA came with the values in step 1, kept by --reuse-values).
     let on = json!({"webhookConfigurations": {"enabled": true}});
-    helm(
+    chart_release(
         env,
         &["upgrade", RELEASE, RELEASE_NS, &chart(), &on.to_string()],
     );
-    let uninjected = webhook::probe(&env.cluster);
-    assert!(
-        !uninjected.ok,
-        "a write was admitted through uninjected configurations"
-    );
-    inject(env);
     step("helm-both-configurations", [2, 2, 0, 0]);
 
     // 4. The operator's webhook off: its chart drops its (swapped) configurations itself.
