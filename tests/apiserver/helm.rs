@@ -192,6 +192,9 @@ fn manifest_objects(release: &Value) -> Vec<(String, String, Option<String>)> {
         .collect()
 }
 
+/// `helm install` of the chart with its defaults (but the URL): every object of the release is
+/// stored and Helm's, its configurations refuse an invalid write and default a valid one, and
+/// `helm uninstall` takes them away.
 fn chart_installs_and_its_configurations_judge_writes(env: &Env) {
     fake_cert_manager(env);
     clean_slate(env);
