@@ -275,7 +275,8 @@ pub struct Summary {
     pub judged: usize,
     pub denied: usize,
     pub warned: usize,
-    pub skipped: usize,
+    /// Objects that are not a `Memcached` of memcached.c5c3.io: passed over, not judged.
+    pub other_kinds: usize,
     pub unreadable: usize,
 }
 
@@ -333,12 +334,12 @@ pub fn run(
     let mut summary = Summary::default();
     let mut judged = Vec::new();
     let mut errors = Vec::new();
-    let mut skipped_files = Vec::new();
+    let mut ignored_files = Vec::new();
     for arg in &args.inputs {
         let files = if arg.as_os_str() == "-" {
             Ok(vec![arg.clone()])
         } else {
-            input::files(arg, &mut skipped_files)
+            input::files(arg, &mut ignored_files)
         };
         let files = match files {
             Ok(files) => files,
@@ -368,11 +369,11 @@ pub fn run(
         }
     }
     summary.unreadable = errors.len();
-    let empty = summary.judged + summary.skipped + summary.unreadable == 0;
+    let empty = summary.judged + summary.other_kinds + summary.unreadable == 0;
     let report = Written {
         judged: &judged,
         errors: &errors,
-        skipped_files: &skipped_files,
+        ignored_files: &ignored_files,
         empty: empty && !args.allow_empty,
         summary,
     };
@@ -413,7 +414,7 @@ fn read_file(file: &Path, stdin: &mut dyn Read) -> Result<(String, Vec<u8>), Unr
     }
 }
 
-/// Judges one object (or counts it skipped) and keeps what the report says of it.
+/// Judges one object (or counts it as another kind) and keeps what the report says of it.
 fn judge_into(
     mut object: Object,
     keep: bool,
@@ -423,7 +424,7 @@ fn judge_into(
 ) {
     strip_server_fields(&mut object.value);
     if !is_memcached(&object.value) {
-        summary.skipped += 1;
+        summary.other_kinds += 1;
         if keep {
             printed.push(object.value);
         }
@@ -462,6 +463,8 @@ fn judge_into(
             .unwrap_or(("", warning));
         findings.push(finding(field, message, Severity::Warning));
     }
+    // In the order a reader meets them (rules run in their own order).
+    findings.sort_by_key(|f| (f.line, f.column));
     if !findings.is_empty() {
         judged.push(Judged {
             file: object.origin.file.clone(),
@@ -495,7 +498,7 @@ fn display_name(object: &Value) -> String {
 struct Written<'a> {
     judged: &'a [Judged],
     errors: &'a [Unreadable],
-    skipped_files: &'a [PathBuf],
+    ignored_files: &'a [PathBuf],
     /// No object of any kind was found, and `--allow-empty` is not given.
     empty: bool,
     summary: Summary,
@@ -511,10 +514,10 @@ fn write_all(
     report: &Written<'_>,
     printed: &[Value],
 ) -> io::Result<()> {
-    for file in report.skipped_files {
+    for file in report.ignored_files {
         writeln!(
             stderr,
-            "memcached-webhook check: skipped {}: not a .yaml, .yml or .json file",
+            "memcached-webhook check: ignored {}: not a .yaml, .yml or .json file",
             file.display()
         )?;
     }
@@ -575,11 +578,16 @@ fn write_text(out: &mut dyn Write, report: &Written<'_>) -> io::Result<()> {
         }
     }
     let s = report.summary;
+    // Two kinds of passing over, named apart: objects of other kinds (read, not judged) and
+    // files in a directory that are not manifests (not read; each named on stderr).
     write!(
         out,
-        "judged {}, denied {}, warned {}, skipped {}",
-        s.judged, s.denied, s.warned, s.skipped
+        "judged {}, denied {}, warned {}, other kinds {}",
+        s.judged, s.denied, s.warned, s.other_kinds
     )?;
+    if !report.ignored_files.is_empty() {
+        write!(out, ", ignored files {}", report.ignored_files.len())?;
+    }
     if s.unreadable > 0 {
         write!(out, ", unreadable {}", s.unreadable)?;
     }
@@ -607,16 +615,16 @@ fn write_json(out: &mut dyn Write, report: &Written<'_>) -> io::Result<()> {
             "object": f.object}));
     }
     let s = report.summary;
-    let skipped_files: Vec<String> = report
-        .skipped_files
+    let ignored_files: Vec<String> = report
+        .ignored_files
         .iter()
         .map(|f| f.display().to_string())
         .collect();
     let document = json!({
         "findings": findings,
         "summary": {"judged": s.judged, "denied": s.denied, "warned": s.warned,
-                    "skipped": s.skipped, "unreadable": s.unreadable,
-                    "skippedFiles": skipped_files},
+                    "otherKinds": s.other_kinds, "unreadable": s.unreadable,
+                    "ignoredFiles": ignored_files},
     });
     serde_json::to_writer_pretty(&mut *out, &document)?;
     writeln!(out)

@@ -72,7 +72,7 @@ fn a_stream_reports_each_denial_and_warning_by_document() {
          tests/fixtures/check/stream.yaml:35:1: warned team-b/scaled\n\
          tests/fixtures/check/stream.yaml:41:13: Warning: spec.replicas: removed the value 3 because spec.autoscaling.enabled is true \
          (the HorizontalPodAutoscaler sets the replica count)\n\
-         judged 3, denied 1, warned 1, skipped 1\n"
+         judged 3, denied 1, warned 1, other kinds 1\n"
     );
     assert_eq!(run.stderr, "");
 }
@@ -92,7 +92,7 @@ fn warnings_fail_the_run_only_with_warnings_as_errors() {
     );
     assert!(
         run.stdout
-            .ends_with("judged 1, denied 0, warned 1, skipped 0\n")
+            .ends_with("judged 1, denied 0, warned 1, other kinds 0\n")
     );
     let run = check(&["--warnings-as-errors", "-"], scaled.as_bytes());
     assert_eq!(run.code, 1, "{}", run.stdout);
@@ -113,7 +113,7 @@ fn a_list_from_kubectl_get_is_judged_item_by_item_from_stdin() {
         run.stderr,
         "<stdin>:26:3: denied web/legacy\n\
          <stdin>:37:7: spec.security.sasl.credentialsSecretRef.name: Required value: credentialsSecretRef.name is required when SASL is enabled\n\
-         judged 2, denied 1, warned 0, skipped 0\n"
+         judged 2, denied 1, warned 0, other kinds 0\n"
     );
     // Only the admitted one is printed, without what the apiserver sets itself.
     let printed = json_stream(&run.stdout);
@@ -135,8 +135,10 @@ fn a_directory_is_searched_recursively_in_name_order() {
     // notes.txt is not a manifest name: never read (it is not YAML either), but named.
     assert!(
         run.stderr.starts_with(
-            "memcached-webhook check: skipped tests/fixtures/check/tree/notes.txt: not a .yaml, .yml or .json file\n\
+            "memcached-webhook check: ignored tests/fixtures/check/tree/notes.txt: not a .yaml, .yml or .json file\n\
              tests/fixtures/check/tree/sub/b.yml:1:1: denied b\n\
+             tests/fixtures/check/tree/sub/b.yml:6:3: Warning: spec.highAvailability: set, but spec.replicas is 1; \
+             fewer than 2 replicas cannot survive losing a pod\n\
              tests/fixtures/check/tree/sub/b.yml:10:38: spec.highAvailability.gracefulShutdown.terminationGracePeriodSeconds: Invalid value: 30:"
         ),
         "{}",
@@ -144,7 +146,7 @@ fn a_directory_is_searched_recursively_in_name_order() {
     );
     assert!(
         run.stderr
-            .ends_with("judged 3, denied 1, warned 1, skipped 0\n")
+            .ends_with("judged 3, denied 1, warned 1, other kinds 0, ignored files 1\n")
     );
     let names: Vec<_> = json_stream(&run.stdout)
         .iter()
@@ -160,6 +162,8 @@ fn a_json_stream_is_read_like_yaml_and_whole_floats_are_integers() {
     assert!(
         run.stderr.starts_with(
             "tests/fixtures/check/stream.json:4:1: denied team-c/pdb\n\
+             tests/fixtures/check/stream.json:6:11: Warning: spec.highAvailability: set, but spec.replicas is 1; \
+             fewer than 2 replicas cannot survive losing a pod\n\
              tests/fixtures/check/stream.json:6:32: spec.highAvailability.podDisruptionBudget: \
              Invalid value: \"minAvailable=1, maxUnavailable=1\": minAvailable and maxUnavailable are mutually exclusive"
         ),
@@ -186,7 +190,7 @@ fn malformed_yaml_exits_2_naming_file_line_and_column_and_the_rest_is_judged() {
     );
     assert_eq!(
         run.stdout,
-        "judged 1, denied 0, warned 0, skipped 0, unreadable 1\n"
+        "judged 1, denied 0, warned 0, other kinds 0, unreadable 1\n"
     );
 }
 
@@ -210,7 +214,7 @@ fn a_wrongly_typed_field_is_a_denial_naming_it() {
     );
     assert!(
         run.stdout
-            .ends_with("judged 3, denied 3, warned 0, skipped 0\n")
+            .ends_with("judged 3, denied 3, warned 0, other kinds 0\n")
     );
 }
 
@@ -293,11 +297,13 @@ fn five_wrong_types_and_three_violations_are_reported_at_once_each_where_it_is()
         let file = fixture(name);
         let run = check(&[&file], b"");
         assert_eq!(run.code, 1, "{name}: {}", run.stderr);
-        let expected: Vec<_> = positions
+        let mut expected: Vec<_> = positions
             .iter()
             .zip(EIGHT)
             .map(|(&(l, c), m)| (l, c, m.to_owned()))
             .collect();
+        // Printed by line and column, not in the order the rules run.
+        expected.sort_by_key(|&(l, c, _)| (l, c));
         assert_eq!(everything(&run.stdout, &file), expected, "{name}");
 
         // The same findings as JSON, for CI annotations.
@@ -344,7 +350,7 @@ fn nothing_found_is_an_error_unless_allowed() {
             "{}",
             run.stderr
         );
-        assert_eq!(run.stdout, "judged 0, denied 0, warned 0, skipped 0\n");
+        assert_eq!(run.stdout, "judged 0, denied 0, warned 0, other kinds 0\n");
         let allowed: Vec<&str> = [&["--allow-empty"][..], args].concat();
         let run = check(&allowed, stdin);
         assert_eq!(run.code, 0, "{allowed:?}: {}", run.stderr);
@@ -367,14 +373,14 @@ fn extensions_match_in_any_case_and_other_files_are_named() {
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(
         run.stdout
-            .ends_with("judged 1, denied 1, warned 0, skipped 0\n"),
+            .ends_with("judged 1, denied 1, warned 0, other kinds 0, ignored files 1\n"),
         "{}",
         run.stdout
     );
     assert_eq!(
         run.stderr,
         format!(
-            "memcached-webhook check: skipped {}: not a .yaml, .yml or .json file\n",
+            "memcached-webhook check: ignored {}: not a .yaml, .yml or .json file\n",
             dir.path().join("README.md").display()
         )
     );
@@ -391,10 +397,10 @@ fn a_json_syntax_error_gives_its_position_once() {
 }
 
 #[test]
-fn other_kinds_are_skipped_and_counted() {
+fn other_kinds_are_passed_over_and_counted() {
     let run = check(&[&fixture("not-memcached.yaml")], b"");
     assert_eq!(run.code, 0);
-    assert_eq!(run.stdout, "judged 0, denied 0, warned 0, skipped 3\n");
+    assert_eq!(run.stdout, "judged 0, denied 0, warned 0, other kinds 3\n");
 }
 
 #[test]
@@ -608,10 +614,15 @@ async fn check_and_the_running_server_agree_on_generated_specs() {
     let mut admitted = Vec::new();
     for (i, (allowed, violations, warnings, patched)) in expected.into_iter().enumerate() {
         let name = format!("agree/c{i}");
-        let got = reported
+        let mut got = reported
             .get(&name)
             .cloned()
             .unwrap_or((true, Vec::new(), Vec::new()));
+        // check prints by position, the server answers in rule order: compared as sets.
+        let (mut violations, mut warnings) = (violations, warnings);
+        for list in [&mut got.1, &mut got.2, &mut violations, &mut warnings] {
+            list.sort();
+        }
         assert_eq!(
             got,
             (allowed, violations, warnings),
@@ -625,11 +636,44 @@ async fn check_and_the_running_server_agree_on_generated_specs() {
     let warned = reported.values().filter(|r| !r.2.is_empty()).count();
     assert!(
         run.stderr.ends_with(&format!(
-            "judged {N}, denied {denied}, warned {warned}, skipped 0\n"
+            "judged {N}, denied {denied}, warned {warned}, other kinds 0\n"
         )),
         "{}",
         run.stderr
     );
     // `-o yaml` prints each admitted object as the server's patch leaves it.
     assert_eq!(yaml_stream(&run.stdout), admitted);
+}
+
+#[test]
+fn findings_are_printed_by_line_and_column_and_the_summary_names_both_passings_over() {
+    let run = check(&[&fixture("order.yaml")], b"");
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let positions: Vec<(usize, usize)> = run
+        .stdout
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l
+                .strip_prefix("tests/fixtures/check/order.yaml:")?
+                .split(':');
+            Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+        })
+        .collect();
+    assert_eq!(
+        positions,
+        [(2, 1), (10, 15), (12, 18), (13, 21), (15, 3), (16, 5)],
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("maxMemoryMB=64 (64Mi) + 32Mi overhead"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .ends_with("judged 1, denied 1, warned 1, other kinds 0\n"),
+        "{}",
+        run.stdout
+    );
 }

@@ -61,7 +61,7 @@ async fn the_invalid_fixture_is_denied_with_every_cause() {
     assert_eq!(
         status["message"],
         "Memcached.memcached.c5c3.io \"invalid-cache\" is invalid: [\
-         spec.resources.limits.memory: Invalid value: \"64Mi\": memory limit must be at least 96Mi (maxMemoryMB=64Mi + 32Mi overhead), \
+         spec.resources.limits.memory: Invalid value: \"64Mi\": memory limit must be at least 96Mi: maxMemoryMB=64 (64Mi) + 32Mi overhead, \
          spec.replicas: Invalid value: 3: spec.replicas and spec.autoscaling.enabled are mutually exclusive, \
          spec.autoscaling.minReplicas: Invalid value: 10: minReplicas (10) must not exceed maxReplicas (5), \
          spec.resources.requests.cpu: Required value: resources.requests.cpu is required when using CPU utilization metrics]"
@@ -74,7 +74,7 @@ async fn the_invalid_fixture_is_denied_with_every_cause() {
             "kind": "Memcached",
             "causes": [
                 {"reason": "FieldValueInvalid", "field": "spec.resources.limits.memory",
-                 "message": "Invalid value: \"64Mi\": memory limit must be at least 96Mi (maxMemoryMB=64Mi + 32Mi overhead)"},
+                 "message": "Invalid value: \"64Mi\": memory limit must be at least 96Mi: maxMemoryMB=64 (64Mi) + 32Mi overhead"},
                 {"reason": "FieldValueInvalid", "field": "spec.replicas",
                  "message": "Invalid value: 3: spec.replicas and spec.autoscaling.enabled are mutually exclusive"},
                 {"reason": "FieldValueInvalid", "field": "spec.autoscaling.minReplicas",

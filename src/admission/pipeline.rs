@@ -211,6 +211,11 @@ pub(super) fn retained() -> (usize, usize, usize) {
 /// against 3-10 µs, `benches/latency.rs` with `LATENCY_LOG=1`), and the apiserver's audit log
 /// already records every call; controller-runtime logs them at V(5) too.
 fn log(webhook: Webhook, req: &Request<'_, '_>, verdict: &Verdict, started: Instant) {
+    // What the review did not say (a review of another kind, a CREATE with generateName, a
+    // cluster-scoped object) is left out rather than logged as "".
+    fn known(s: &str) -> Option<&str> {
+        (!s.is_empty()).then_some(s)
+    }
     macro_rules! line {
         ($level:expr) => {
             tracing::event!(
@@ -218,8 +223,8 @@ fn log(webhook: Webhook, req: &Request<'_, '_>, verdict: &Verdict, started: Inst
                 webhook = webhook.path(),
                 uid = req.uid,
                 operation = req.operation_raw,
-                namespace = req.namespace,
-                name = req.name,
+                namespace = known(req.namespace),
+                name = known(req.name),
                 allowed = verdict.allowed,
                 code = verdict.code,
                 patched = verdict.patched,

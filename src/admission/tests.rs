@@ -402,6 +402,25 @@ fn denials_are_logged_at_info_and_allowed_admissions_are_not() {
 }
 
 #[test]
+fn a_review_of_another_kind_logs_no_empty_name_or_namespace() {
+    let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"operation":"CREATE","object":{}}}"#;
+    let line = info_lines(Webhook::Mutate, body);
+    assert!(
+        line.contains("uid=\"u\"") && line.contains("allowed=false"),
+        "{line}"
+    );
+    assert!(
+        !line.contains("name=") && !line.contains("namespace="),
+        "{line}"
+    );
+    let named = info_lines(Webhook::Validate, &fixture("invalid-spec.json"));
+    assert!(
+        named.contains(" name=") && named.contains("namespace="),
+        "{named}"
+    );
+}
+
+#[test]
 fn the_verdict_counts_violations_by_enforcement_and_rule() {
     // The fixture's four violations: R1, R8, R9, R10.
     let body = fixture("invalid-spec.json");

@@ -69,9 +69,9 @@ pub const STDIN: &str = "<stdin>";
 
 /// The files an argument names: itself, or the `*.yaml`, `*.yml` and `*.json` files under a
 /// directory (any case: `full.YAML` too), recursively, in byte order of their names (the same
-/// order on every machine). Other files under a directory are added to `skipped`, so the report
+/// order on every machine). Other files under a directory are added to `ignored`, so the report
 /// can name them.
-pub fn files(arg: &Path, skipped: &mut Vec<PathBuf>) -> Result<Vec<PathBuf>, Unreadable> {
+pub fn files(arg: &Path, ignored: &mut Vec<PathBuf>) -> Result<Vec<PathBuf>, Unreadable> {
     let unreadable = |e: io::Error| Unreadable {
         file: arg.display().to_string(),
         at: None,
@@ -79,7 +79,7 @@ pub fn files(arg: &Path, skipped: &mut Vec<PathBuf>) -> Result<Vec<PathBuf>, Unr
     };
     if fs::metadata(arg).map_err(unreadable)?.is_dir() {
         let mut found = Vec::new();
-        walk(arg, &mut found, skipped).map_err(unreadable)?;
+        walk(arg, &mut found, ignored).map_err(unreadable)?;
         Ok(found)
     } else {
         Ok(vec![arg.to_owned()])
@@ -95,20 +95,20 @@ pub fn is_manifest(path: &Path) -> bool {
     })
 }
 
-fn walk(dir: &Path, found: &mut Vec<PathBuf>, skipped: &mut Vec<PathBuf>) -> io::Result<()> {
+fn walk(dir: &Path, found: &mut Vec<PathBuf>, ignored: &mut Vec<PathBuf>) -> io::Result<()> {
     let mut entries = fs::read_dir(dir)?.collect::<io::Result<Vec<_>>>()?;
     entries.sort_by_key(fs::DirEntry::file_name);
     for entry in entries {
         let path = entry.path();
         // Symbolic links to directories are not followed (no loops); links to files are read.
         if entry.file_type()?.is_dir() {
-            walk(&path, found, skipped)?;
+            walk(&path, found, ignored)?;
         } else if !fs::metadata(&path).is_ok_and(|m| m.is_file()) {
             // A dangling link, a socket: nothing a manifest could be in.
         } else if is_manifest(&path) {
             found.push(path);
         } else {
-            skipped.push(path);
+            ignored.push(path);
         }
     }
     Ok(())

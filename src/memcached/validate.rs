@@ -428,7 +428,7 @@ fn memory_limit(spec: &Spec<'_, '_>, settings: &Settings<'_, '_>, errors: &mut V
             FIELD,
             go_quote(&limit.go_string()),
             format!(
-                "memory limit must be at least {required} (maxMemoryMB={mb}Mi + 32Mi overhead)"
+                "memory limit must be at least {required}: maxMemoryMB={mb} ({mb}Mi) + 32Mi overhead"
             ),
         ));
     }

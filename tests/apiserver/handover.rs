@@ -26,12 +26,12 @@ pub fn checks() -> Vec<Check> {
     ]
 }
 
-const NS: &str = "handover";
+pub(crate) const NS: &str = "handover";
 const MWC: &str = "memcached-operator-mutating-webhook-configuration";
 const VWC: &str = "memcached-operator-validating-webhook-configuration";
 
 /// Calls one write caused: [ours mutate, ours validate, operator mutate, operator validate].
-type Calls = [u64; 4];
+pub(crate) type Calls = [u64; 4];
 
 fn calls(env: &Env, operator: &Webhook) -> Calls {
     let ours = env.webhook();
@@ -53,7 +53,7 @@ fn delta(env: &Env, operator: &Webhook, write: impl FnOnce()) -> Calls {
 /// Waits until a dry-run probe is judged as `expected` says (the API server's configuration
 /// informers lag a write), then checks that a real write is judged so and stored defaulted.
 #[track_caller]
-fn step(env: &Env, operator: &Webhook, name: &str, expected: Calls) {
+pub(crate) fn step(env: &Env, operator: &Webhook, name: &str, expected: Calls) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let probe = delta(env, operator, || {
@@ -123,7 +123,7 @@ fn swap_patch(env: &Env, name: &str, path: &str) -> Value {
 /// The README's `swap`: one JSON patch per configuration that renames the webhook, points it
 /// at this server with this server's CA, and changes the cainjector annotation. The only
 /// difference: `clientConfig` is a URL here instead of the Service.
-fn swap(env: &Env, kind: &str, configuration: &str, name: &str, path: &str) {
+pub(crate) fn swap(env: &Env, kind: &str, configuration: &str, name: &str, path: &str) {
     let patch = swap_patch(env, name, path);
     env.ok(
         &[

@@ -33,6 +33,8 @@ mod autoscalers;
 mod defaulting;
 /// The README's hand-over from the operator's configurations: never a gap, never two judges.
 mod handover;
+/// The Helm chart installed by Helm's engine, and the hand-over from the operator's chart.
+mod helm;
 /// Ratcheting on objects stored before the validating webhook; terminating objects.
 mod lifecycle;
 /// failurePolicy: Fail with the server down.
@@ -63,6 +65,7 @@ fn all_checks() -> Vec<Check> {
         handover::checks(),
         outage::checks(),
         autoscalers::checks(),
+        helm::checks(),
     ]
     .into_iter()
     .flatten()

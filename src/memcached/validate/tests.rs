@@ -174,7 +174,7 @@ const MEM: &str = "spec.resources.limits.memory: Invalid value: ";
 #[test]
 fn memory_limit_table() {
     let limit = |mb: i64, memory: J| json!({"memcached": {"maxMemoryMB": mb}, "resources": {"limits": {"memory": memory}}});
-    let at_least_96 = "memory limit must be at least 96Mi (maxMemoryMB=64Mi + 32Mi overhead)";
+    let at_least_96 = "memory limit must be at least 96Mi: maxMemoryMB=64 (64Mi) + 32Mi overhead";
     table(&[
         (limit(64, json!("96Mi")), &[]),
         (limit(64, json!("128Mi")), &[]),
@@ -216,7 +216,7 @@ fn memory_limit_table() {
         (
             limit(992, json!("1023Mi")),
             &[&format!(
-                "{MEM}\"1023Mi\": memory limit must be at least 1Gi (maxMemoryMB=992Mi + 32Mi overhead)"
+                "{MEM}\"1023Mi\": memory limit must be at least 1Gi: maxMemoryMB=992 (992Mi) + 32Mi overhead"
             )],
         ),
         // CPU-only limits and an empty limits map are skipped.
@@ -625,7 +625,7 @@ fn every_violation_is_reported_in_the_reference_order() {
     assert_eq!(
         got,
         [
-            "spec.resources.limits.memory: Invalid value: \"64Mi\": memory limit must be at least 96Mi (maxMemoryMB=64Mi + 32Mi overhead)",
+            "spec.resources.limits.memory: Invalid value: \"64Mi\": memory limit must be at least 96Mi: maxMemoryMB=64 (64Mi) + 32Mi overhead",
             "spec.replicas: Invalid value: 3: spec.replicas and spec.autoscaling.enabled are mutually exclusive",
             "spec.autoscaling.minReplicas: Invalid value: 10: minReplicas (10) must not exceed maxReplicas (5)",
             CPU,
