@@ -188,7 +188,11 @@ fn startup_log_names_the_listeners_a_missing_cert_dir_once_and_the_expiry_as_a_d
         .args(["--log-level", "info,memcached_webhook=debug"])
         .args(["--webhook-bind-address", "127.0.0.1:0"])
         .args(["--health-probe-bind-address", "127.0.0.1:0"])
-        .args(["--metrics-bind-address", "127.0.0.1:0"])
+        .args([
+            "--metrics-bind-address",
+            "127.0.0.1:0",
+            "--metrics-secure=false",
+        ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -67,6 +67,8 @@ impl Webhook {
             .args(["--webhook-bind-address", "127.0.0.1:0"])
             .args(["--health-probe-bind-address", "127.0.0.1:0"])
             .args(["--metrics-bind-address", "127.0.0.1:0"])
+            // Scraped in plain text by the checks; metrics.rs turns it on again.
+            .arg("--metrics-secure=false")
             .args(["--log-format", "json"])
             .args(args)
             .stdin(Stdio::null())
