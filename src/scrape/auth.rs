@@ -209,7 +209,20 @@ fn unavailable(what: &str, e: kube::Error) -> Refusal {
             "the API server refused the {what} ({}): {}",
             status.code, status.message
         ),
-        e => format!("the {what} failed: {e}"),
+        e => {
+            // kube's own message ends at "client error (Connect)": the causes say which.
+            let mut message = format!("the {what} failed: {e}");
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                let cause_text = cause.to_string();
+                if !message.ends_with(&cause_text) {
+                    message.push_str(": ");
+                    message.push_str(&cause_text);
+                }
+                source = cause.source();
+            }
+            message
+        }
     })
 }
 

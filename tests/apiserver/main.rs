@@ -35,6 +35,8 @@ mod defaulting;
 mod handover;
 /// Ratcheting on objects stored before the validating webhook; terminating objects.
 mod lifecycle;
+/// --metrics-secure: 401, 403 and 200 by the shipped RBAC, over HTTPS; 503 when cut off.
+mod metrics;
 /// failurePolicy: Fail with the server down.
 mod outage;
 /// reinvocationPolicy: IfNeeded with a later mutating webhook.
@@ -63,6 +65,7 @@ fn all_checks() -> Vec<Check> {
         handover::checks(),
         outage::checks(),
         autoscalers::checks(),
+        metrics::checks(),
     ]
     .into_iter()
     .flatten()
