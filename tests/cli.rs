@@ -16,6 +16,7 @@ fn help_documents_every_flag_and_version_works() {
         "--key-name",
         "--health-probe-bind-address",
         "--metrics-bind-address",
+        "--metrics-secure",
         "--enable-http2",
         "--log-format",
         "--log-level",
