@@ -47,7 +47,8 @@ impl Spawned {
             .args(["--webhook-bind-address", "127.0.0.1:0"])
             .args(["--health-probe-bind-address", "127.0.0.1:0"])
             // Scraped in plain text, without a token.
-            .args(["--metrics-bind-address", "127.0.0.1:0", "--metrics-secure=false"])
+            .args(["--metrics-bind-address", "127.0.0.1:0"])
+            .arg("--metrics-secure=false")
             .args(["--log-format", "json"])
             .args(args)
             .envs(env.iter().copied())
