@@ -72,7 +72,7 @@ async fn run(config: Config) -> Result<(), String> {
         ),
         Some(addr) => tracing::info!(
             metrics = %addr,
-            "metrics on /metrics (plain HTTP, to anyone: --metrics-secure=false)"
+            "metrics on /metrics (plain HTTP, to anyone)"
         ),
         None => tracing::info!("metrics off (--metrics-bind-address=0)"),
     }
