@@ -28,24 +28,7 @@ const SERVER_ACCOUNT: &str = "system:serviceaccount:memcached-webhook-system:mem
 const ALLOWED_TTL: Duration = Duration::from_secs(60);
 
 fn only_tokens_rbac_allows_scrape_and_an_outage_is_a_503(env: &Env) {
-    env.namespace(NS);
-    for account in ["prometheus", "stranger"] {
-        env.ok(&["create", "serviceaccount", "-n", NS, account], None);
-    }
-    // The component's binding, its subject patched to this check's Prometheus (as the README says).
-    let mut binding = yaml_documents(&repo_file(
-        "manifests/components/servicemonitor/metrics-reader-binding.yaml",
-    ))
-    .remove(0);
-    binding["subjects"] =
-        json!([{"kind": "ServiceAccount", "name": "prometheus", "namespace": NS}]);
-    let _binding = DeleteOnDrop(
-        env,
-        "clusterrolebinding",
-        "memcached-webhook-metrics-reader",
-    );
-    env.ok(&["apply", "-f", "-"], Some(&binding.to_string()));
-
+    let _binding = scrapers(env);
     // The server as deployed: the webhook's account with the shipped RBAC, through a relay.
     let relay = Relay::start(env.cluster.port);
     let kubeconfig = service_account_kubeconfig(env, relay.port);
@@ -55,11 +38,7 @@ fn only_tokens_rbac_allows_scrape_and_an_outage_is_a_503(env: &Env) {
         &format!("--kubeconfig={}", kubeconfig.display()),
         "--validation-actions=Warn",
     ]);
-    let token = |account: &str| {
-        let out = env.ok(&["create", "token", "-n", NS, account], None);
-        out.stdout.trim().to_owned()
-    };
-    let (prometheus, stranger) = (token("prometheus"), token("stranger"));
+    let (prometheus, stranger) = (token(env, "prometheus"), token(env, "stranger"));
     let reviews = |resource: &str| audit_count(env, resource);
     let before = (reviews("tokenreviews"), reviews("subjectaccessreviews"));
 
@@ -87,7 +66,7 @@ fn only_tokens_rbac_allows_scrape_and_an_outage_is_a_503(env: &Env) {
     let (status, _) = scrape(&server, Some(&stranger));
     assert_eq!(status, 403, "a refusal is cached too");
     // A last, new token: its reviews are audited after any the scrapes above made.
-    let (status, _) = scrape(&server, Some(&token("stranger")));
+    let (status, _) = scrape(&server, Some(&token(env, "stranger")));
     assert_eq!(status, 403);
     // TokenReviews: not-a-token, stranger, prometheus, the new token; SubjectAccessReviews: all
     // but not-a-token.
@@ -101,9 +80,42 @@ fn only_tokens_rbac_allows_scrape_and_an_outage_is_a_503(env: &Env) {
         "one review per token, however often it scrapes"
     );
 
-    // The API server cut off: a new token cannot be reviewed; the cached one still scrapes.
     relay.cut();
-    let (status, body) = scrape(&server, Some(&token("prometheus")));
+    cut_off(env, &server, &prometheus, allowed_at);
+}
+
+/// The scrapers: ServiceAccounts `prometheus` (bound to the reader role by the component's
+/// binding, its subject patched as the README says) and `stranger`; the binding goes on drop.
+fn scrapers(env: &Env) -> DeleteOnDrop<'_> {
+    env.namespace(NS);
+    for account in ["prometheus", "stranger"] {
+        env.ok(&["create", "serviceaccount", "-n", NS, account], None);
+    }
+    let mut binding = yaml_documents(&repo_file(
+        "manifests/components/servicemonitor/metrics-reader-binding.yaml",
+    ))
+    .remove(0);
+    binding["subjects"] =
+        json!([{"kind": "ServiceAccount", "name": "prometheus", "namespace": NS}]);
+    let guard = DeleteOnDrop(
+        env,
+        "clusterrolebinding",
+        "memcached-webhook-metrics-reader",
+    );
+    env.ok(&["apply", "-f", "-"], Some(&binding.to_string()));
+    guard
+}
+
+/// A new token of `account` (TokenRequest API).
+fn token(env: &Env, account: &str) -> String {
+    let out = env.ok(&["create", "token", "-n", NS, account], None);
+    out.stdout.trim().to_owned()
+}
+
+/// With the API server cut off: a new token cannot be reviewed (503 with the reason), the cached
+/// one still scrapes, and the API server's admission reviews are answered by the same server.
+fn cut_off(env: &Env, server: &Webhook, prometheus: &str, allowed_at: Instant) {
+    let (status, body) = scrape(server, Some(&token(env, "prometheus")));
     assert_eq!(status, 503, "{body}");
     assert!(
         body.contains("cannot check the scrape's token with the API server")
@@ -111,11 +123,10 @@ fn only_tokens_rbac_allows_scrape_and_an_outage_is_a_503(env: &Env) {
         "{body}"
     );
     if allowed_at.elapsed() < ALLOWED_TTL {
-        assert_eq!(scrape(&server, Some(&prometheus)).0, 200, "cached");
+        assert_eq!(scrape(server, Some(prometheus)).0, 200, "cached");
     } else {
         eprintln!("metrics: the cached-decision scrape was SKIPPED (over {ALLOWED_TTL:?} elapsed)");
     }
-    // Reviews through the real API server are answered by the same server meanwhile.
     let _restore = Restore(env);
     env.ok(
         &["apply", "-f", "-"],
