@@ -10,7 +10,9 @@
   schemas below;
 - the CRD is what its generator writes, structural, carries exactly the webhook's defaults and
   accepts every test fixture, sample and documented example;
-- the webhook's objects agree with each other (ports, names, certificates, security, availability);
+- the webhook's objects agree with each other (ports, names, certificates, security, availability,
+  API access and RBAC per flag); with --metrics-secure the ServiceMonitor scrapes over HTTPS with a
+  bearer token, verifying the serving certificate, as an account bound to the metrics-reader role;
   the monitoring component's alerts select the job its ServiceMonitor scrapes, and its dashboard
   ConfigMap carries the dashboard file unchanged with Grafana's sidecar label;
 - hadolint passes Dockerfile.distroless and a release binary, if built, needs only the libraries
@@ -192,6 +194,10 @@ KEY_USAGES = ["signing", "digital signature", "content commitment", "key enciphe
               "server auth", "client auth", "code signing", "email protection", "s/mime",
               "ipsec end system", "ipsec tunnel", "ipsec user", "timestamping", "ocsp signing",
               "microsoft sgc", "netscape sgc"]
+# A Prometheus Operator SecretKeySelector / ConfigMapKeySelector.
+key_ref = {"type": "object", "additionalProperties": False, "required": ["name", "key"],
+           "properties": {"name": {"type": "string", "minLength": 1}, "key": {"type": "string", "minLength": 1},
+                          "optional": {"type": "boolean"}}}
 EXTRA_SCHEMAS = {
     ("cert-manager.io/v1", "Issuer"): {
         "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
@@ -258,7 +264,19 @@ EXTRA_SCHEMAS = {
                              "properties": {"port": {"type": "string"}, "path": {"type": "string"},
                                             "scheme": {"enum": ["http", "https", "HTTP", "HTTPS"]},
                                             "interval": {"type": "string", "pattern": r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"},
-                                            "scrapeTimeout": {"type": "string", "pattern": r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"}}}}}}}},
+                                            "scrapeTimeout": {"type": "string", "pattern": r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"},
+                                            "bearerTokenFile": {"type": "string"},
+                                            "authorization": {"type": "object", "additionalProperties": False,
+                                                              "properties": {"type": {"type": "string"},
+                                                                             "credentials": key_ref}},
+                                            "tlsConfig": {"type": "object", "additionalProperties": False,
+                                                          "properties": {"serverName": {"type": "string"},
+                                                                         "insecureSkipVerify": {"type": "boolean"},
+                                                                         "caFile": {"type": "string"},
+                                                                         "ca": {"type": "object", "additionalProperties": False,
+                                                                                "minProperties": 1, "maxProperties": 1,
+                                                                                "properties": {"secret": key_ref,
+                                                                                               "configMap": key_ref}}}}}}}}}}},
     ("monitoring.coreos.com/v1", "PrometheusRule"): {
         "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"], "additionalProperties": False,
         "properties": {
@@ -790,7 +808,9 @@ def webhook_view(objs):
     w.pod = w.dep["spec"]["template"]["spec"]
     w.c = w.pod["containers"][0]
     w.ports = {x["name"]: x["containerPort"] for x in w.c.get("ports", [])}
-    w.args = dict(a[2:].split("=", 1) for a in w.c.get("args", []) if a.startswith("--") and "=" in a)
+    # `--flag=value`, and a bare boolean `--flag` as "true".
+    w.args = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "true") for a in w.c.get("args", [])
+                  if a.startswith("--"))
     w.certs = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Certificate"}
     w.issuers = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Issuer"}
     vols = {v["name"]: v for v in w.pod.get("volumes", [])}
@@ -982,43 +1002,67 @@ API_SERVER_PORTS = [443, 6443]
 TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
+def metrics_secure(w):
+    """--metrics-secure as the Deployment sets it (the binary's default is on)."""
+    return w.args.get("metrics-secure", "true") != "false"
+
+
+AUTOSCALER_RIGHTS = {("autoscaling", "horizontalpodautoscalers", "get"), ("autoscaling", "horizontalpodautoscalers", "list"),
+                     ("autoscaling", "horizontalpodautoscalers", "watch"), ("keda.sh", "scaledobjects", "get"),
+                     ("keda.sh", "scaledobjects", "list"), ("keda.sh", "scaledobjects", "watch")}
+REVIEW_RIGHTS = {("authentication.k8s.io", "tokenreviews", "create"),
+                 ("authorization.k8s.io", "subjectaccessreviews", "create")}
+METRICS_READER = "memcached-webhook-metrics-reader"
+
+
+def rights(role):
+    """A ClusterRole's resource rules as (group, resource, verb) triples."""
+    return {(g, r, v) for rule in role.get("rules", []) for g in rule.get("apiGroups", [])
+            for r in rule.get("resources", []) for v in rule.get("verbs", [])}
+
+
 def agree_api_access(w):
-    """--autoscaler-conflicts=on needs exactly: a projected, expiring token where the in-cluster
-    client reads it, read-only RBAC on the two autoscaler kinds bound to the pods' account, and
-    egress to the API server's ports. Off, none of them."""
+    """--autoscaler-conflicts=on needs read-only RBAC on the two autoscaler kinds, --metrics-secure
+    the right to create TokenReviews and SubjectAccessReviews (and a metrics-reader role for
+    scrapers, bound to nobody here); either needs a projected, expiring token where the in-cluster
+    client reads it and egress to the API server's ports. Neither: none of them."""
     objs, sa, pod, args = w.objs, w.sa, w.pod, w.args
     p = []
-    on = args.get("autoscaler-conflicts", "off") == "on"
+    autoscalers = args.get("autoscaler-conflicts", "off") == "on"
+    secure = metrics_secure(w)
     projected = {v["name"]: v["projected"] for v in pod.get("volumes", []) if "projected" in v}
     token_mounts = [m for m in w.mounts if m["name"] in projected and m["mountPath"] == TOKEN_DIR]
     tokens = [s["serviceAccountToken"] for v in projected.values() for s in v.get("sources", [])
               if "serviceAccountToken" in s]
-    roles = [o for o in objs if o["kind"] == "ClusterRole"]
+    roles = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ClusterRole"}
     bindings = [o for o in objs if o["kind"] == "ClusterRoleBinding"]
     egress = sorted(x["port"] for rule in w.netpol["spec"].get("egress", []) for x in rule.get("ports", []))
-    if on:
+    account = ("ServiceAccount", sa["metadata"]["name"], sa["metadata"]["namespace"])
+    bound = [(b["roleRef"]["name"], (s.get("kind"), s.get("name"), s.get("namespace"))) for b in bindings
+             for s in b.get("subjects", [])]
+    strangers = [f"{role} -> {subject}" for role, subject in bound if subject != account]
+    if strangers:
+        p.append(f"ClusterRoleBindings to others than the webhook's account: {strangers}")
+    granted = set().union(*(rights(roles.get(role, {})) for role, subject in bound if subject == account))
+    want = (AUTOSCALER_RIGHTS if autoscalers else set()) | (REVIEW_RIGHTS if secure else set())
+    if granted != want:
+        p.append(f"the webhook's account is granted {sorted(granted)}, not {sorted(want)}")
+    if secure:
+        reader = roles.get(METRICS_READER, {})
+        if reader.get("rules") != [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]:
+            p.append(f"no ClusterRole {METRICS_READER} granting exactly get on /metrics: {reader.get('rules')}")
+    if autoscalers or secure:
         if len(token_mounts) != 1 or not token_mounts[0].get("readOnly"):
             p.append(f"no projected token mounted read-only at {TOKEN_DIR}")
         if len(tokens) != 1 or tokens[0].get("path") != "token" or not 600 <= tokens[0].get("expirationSeconds", 3600) <= 86400:
             p.append(f"the projected token is not one expiring `token`: {tokens}")
-        want = {("autoscaling", "horizontalpodautoscalers"), ("keda.sh", "scaledobjects")}
-        rules = [r for role in roles for r in role.get("rules", [])]
-        granted = {(g, r) for rule in rules for g in rule.get("apiGroups", []) for r in rule.get("resources", [])}
-        verbs = {v for rule in rules for v in rule.get("verbs", [])}
-        if len(roles) != 1 or granted != want or verbs != {"get", "list", "watch"}:
-            p.append(f"the ClusterRole grants {sorted(granted)} {sorted(verbs)}, not get/list/watch on {sorted(want)}")
-        bound = [(b["roleRef"]["name"], s.get("kind"), s.get("name"), s.get("namespace")) for b in bindings
-                 for s in b.get("subjects", [])]
-        account = (roles[0]["metadata"]["name"] if roles else None, "ServiceAccount", sa["metadata"]["name"],
-                   sa["metadata"]["namespace"])
-        if bound != [account]:
-            p.append(f"the ClusterRoleBinding binds {bound}, not {account}")
         if egress != API_SERVER_PORTS or any("to" in rule for rule in w.netpol["spec"].get("egress", [])):
             p.append(f"NetworkPolicy egress {egress} is not the API server's ports {API_SERVER_PORTS} to anywhere")
     elif token_mounts or tokens or roles or bindings or egress:
-        p.append("--autoscaler-conflicts is off but a token, RBAC or egress is there")
-    agree("API access: --autoscaler-conflicts=on with a projected expiring token, read-only RBAC on "
-          "HPAs and ScaledObjects, egress to the API server's ports only", p)
+        p.append("--autoscaler-conflicts is off and --metrics-secure=false but a token, RBAC or egress is there")
+    agree("API access: --autoscaler-conflicts=on (read-only RBAC on HPAs and ScaledObjects) and --metrics-secure "
+          "(create TokenReviews and SubjectAccessReviews; a metrics-reader role for get /metrics) with a "
+          "projected expiring token, egress to the API server's ports only", p)
 
 
 def agree_network_policy(w):
@@ -1050,7 +1094,36 @@ def agree_service_monitor(w, with_sm):
             p.append("the ServiceMonitor does not select the metrics Service")
         if msvc[0]["spec"]["selector"] != LABELS:
             p.append("the metrics Service does not select the pods")
-    agree("ServiceMonitor component scrapes /metrics on 8080", p)
+        if metrics_secure(w):
+            p.extend(secure_scrape_problems(w, ep, with_sm))
+    agree("ServiceMonitor component scrapes /metrics on 8080 (with --metrics-secure: over HTTPS, verifying the "
+          "serving certificate, as a ServiceAccount bound to the metrics-reader role)", p)
+
+
+def secure_scrape_problems(w, ep, with_sm):
+    """With --metrics-secure: HTTPS, the Prometheus's token, the serving certificate verified under
+    a name it carries against a CA of the base, and the token's account bound to the reader role."""
+    p = []
+    if ep.get("scheme", "http").lower() != "https":
+        p.append(f"scheme {ep.get('scheme', 'http')}, not https")
+    auth = ep.get("authorization", {})
+    if not ep.get("bearerTokenFile") and not (auth.get("type", "Bearer") == "Bearer" and "credentials" in auth):
+        p.append("no bearer token (bearerTokenFile, or authorization with credentials)")
+    tls = ep.get("tlsConfig", {})
+    serving = [c for c in w.certs.values() if not c["spec"].get("isCA")]
+    names = serving[0]["spec"].get("dnsNames", []) if serving else []
+    if tls.get("insecureSkipVerify"):
+        p.append("tlsConfig.insecureSkipVerify: the serving certificate is not verified")
+    if tls.get("serverName") not in names:
+        p.append(f"tlsConfig.serverName {tls.get('serverName')} is not a name of the serving certificate {names}")
+    ca = tls.get("ca", {}).get("secret", {})
+    secrets = {c["spec"]["secretName"] for c in w.certs.values()}
+    if ca.get("name") not in secrets or ca.get("key") != "ca.crt":
+        p.append(f"tlsConfig.ca {tls.get('ca')} is not ca.crt of a Secret cert-manager writes ({sorted(secrets)})")
+    readers = [b for b in with_sm if b["kind"] == "ClusterRoleBinding" and b["roleRef"]["name"] == METRICS_READER]
+    if len(readers) != 1 or not any(s.get("kind") == "ServiceAccount" for s in readers[0].get("subjects", [])):
+        p.append(f"the component does not bind a ServiceAccount to {METRICS_READER}")
+    return p
 
 
 def agree_monitoring(monitoring):

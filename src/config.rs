@@ -58,9 +58,15 @@ pub struct Config {
     #[arg(long, default_value = "0.0.0.0:8081", value_name = "ADDR")]
     pub health_probe_bind_address: SocketAddr,
 
-    /// Plain-HTTP listener for GET /metrics; "0" turns it off.
+    /// Listener for GET /metrics (HTTPS with --metrics-secure, else plain HTTP); "0" turns it off.
     #[arg(long, default_value = "0.0.0.0:8080", value_name = "ADDR", value_parser = parse_optional_addr)]
     pub metrics_bind_address: MaybeAddr,
+
+    /// Serve /metrics over HTTPS with the serving certificate, only to a bearer token the API
+    /// server authenticates (TokenReview) and allows to get /metrics (SubjectAccessReview: bind
+    /// the metrics-reader ClusterRole). Default true, false with --dev; =false: plain HTTP to all.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", overrides_with = "metrics_secure")]
+    pub metrics_secure: Option<bool>,
 
     /// Offer HTTP/2 (ALPN h2) besides HTTP/1.1. The kube-apiserver speaks HTTP/1.1 to webhooks.
     #[arg(long)]
@@ -141,7 +147,7 @@ pub struct Config {
     pub validation_actions: Actions,
 
     /// Refuse a Memcached whose Deployment another HPA or KEDA ScaledObject already scales:
-    /// watches them cluster-wide (RBAC: get, list, watch). Off: no API server access at all.
+    /// watches them cluster-wide (RBAC: get, list, watch). Off: no API server access for it.
     #[arg(long, value_enum, default_value_t = Switch::Off, value_name = "on|off")]
     pub autoscaler_conflicts: Switch,
 
@@ -150,8 +156,8 @@ pub struct Config {
     #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
     pub autoscaler_discovery_interval: Duration,
 
-    /// Kubeconfig for --autoscaler-conflicts outside a cluster (else KUBECONFIG, ~/.kube/config,
-    /// then the pod's service account).
+    /// Kubeconfig for --autoscaler-conflicts and --metrics-secure outside a cluster (else
+    /// KUBECONFIG, ~/.kube/config, then the pod's service account).
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
 
@@ -208,6 +214,11 @@ impl Config {
 
     pub fn key_path(&self) -> PathBuf {
         self.cert_dir.join(&self.key_name)
+    }
+
+    /// `--metrics-secure`: on unless turned off, or left unset with `--dev`.
+    pub fn metrics_secure(&self) -> bool {
+        self.metrics_secure.unwrap_or(!self.dev)
     }
 
     /// Applies `--dev`: certificates under certs/dev and loopback instead of wildcard addresses.
@@ -359,6 +370,33 @@ mod tests {
                 .unwrap_err()
                 .contains("unknown validation action")
         );
+    }
+
+    #[test]
+    fn metrics_are_secure_unless_turned_off_or_dev() {
+        let secure = |args: &[&str]| {
+            let mut c = Config::try_parse_from([&["x"], args].concat()).unwrap();
+            c.apply_dev_mode();
+            c.metrics_secure()
+        };
+        assert!(secure(&[]), "on by default, as Kubebuilder's scaffold");
+        assert!(secure(&["--metrics-secure"]));
+        assert!(secure(&["--metrics-secure=true"]));
+        assert!(!secure(&["--metrics-secure=false"]));
+        assert!(!secure(&["--dev"]), "plain HTTP for local runs");
+        assert!(secure(&["--dev", "--metrics-secure"]));
+        assert!(!secure(&[
+            "--metrics-secure=false",
+            "--metrics-secure=false"
+        ]));
+        assert!(
+            secure(&["--metrics-secure=false", "--metrics-secure"]),
+            "the last one counts (a test harness's default, then a check's)"
+        );
+        let err = Config::try_parse_from(["x", "--metrics-secure=yes"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--metrics-secure"), "{err}");
     }
 
     #[test]

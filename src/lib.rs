@@ -9,6 +9,7 @@
 //! - [`tls`]: loading (and reloading) the serving certificate.
 //! - [`logging`]: log lines to stderr off the request path (dropped, never blocking).
 //! - [`metrics`]: Prometheus metrics (controller-runtime's names and ours).
+//! - [`scrape`]: the metrics port: HTTPS, each scrape's token reviewed by the API server.
 //! - [`server`]: listeners, HTTP, routing, health probes and shutdown.
 //! - [`dev`]: throwaway certificates for running on a laptop.
 //! - [`check`]: the `check` subcommand, the webhooks' verdicts on manifests offline.
@@ -28,5 +29,6 @@ pub mod logging;
 pub mod memcached;
 pub mod metrics;
 pub mod patch;
+pub mod scrape;
 pub mod server;
 pub mod tls;

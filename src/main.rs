@@ -66,7 +66,14 @@ async fn run(config: Config) -> Result<(), String> {
     let listeners = Listeners::bind(&config).await.map_err(|e| e.to_string())?;
     tracing::info!(health = %listeners.health_addr(), "probes on /healthz and /readyz");
     match listeners.metrics_addr() {
-        Some(addr) => tracing::info!(metrics = %addr, "metrics on /metrics (plain HTTP)"),
+        Some(addr) if config.metrics_secure() => tracing::info!(
+            metrics = %addr,
+            "metrics on /metrics (HTTPS; a bearer token allowed to get /metrics by RBAC)"
+        ),
+        Some(addr) => tracing::info!(
+            metrics = %addr,
+            "metrics on /metrics (plain HTTP, to anyone)"
+        ),
         None => tracing::info!("metrics off (--metrics-bind-address=0)"),
     }
     server::run(config, listeners, shutdown_signal())

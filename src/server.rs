@@ -242,7 +242,7 @@ pub async fn serve(
     let health = tokio::spawn(health::serve(listeners.health, state.clone()));
     let metrics = listeners
         .metrics
-        .map(|listener| tokio::spawn(health::serve_metrics(listener, state.clone())));
+        .map(|listener| tokio::spawn(crate::scrape::serve(listener, state.clone(), &config)));
     state.serving.store(true, Ordering::Release);
     tracing::info!(
         webhook = %listeners.webhook.local_addr().map_err(|source| Error::Bind { flag: "--webhook-bind-address", addr: config.webhook_bind_address, source })?,

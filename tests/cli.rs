@@ -16,6 +16,7 @@ fn help_documents_every_flag_and_version_works() {
         "--key-name",
         "--health-probe-bind-address",
         "--metrics-bind-address",
+        "--metrics-secure",
         "--enable-http2",
         "--log-format",
         "--log-level",
@@ -188,7 +189,11 @@ fn startup_log_names_the_listeners_a_missing_cert_dir_once_and_the_expiry_as_a_d
         .args(["--log-level", "info,memcached_webhook=debug"])
         .args(["--webhook-bind-address", "127.0.0.1:0"])
         .args(["--health-probe-bind-address", "127.0.0.1:0"])
-        .args(["--metrics-bind-address", "127.0.0.1:0"])
+        .args([
+            "--metrics-bind-address",
+            "127.0.0.1:0",
+            "--metrics-secure=false",
+        ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()

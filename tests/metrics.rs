@@ -164,3 +164,127 @@ async fn counts_follow_a_known_sequence_of_requests() {
     );
     server.stop().await.unwrap();
 }
+
+/// `GET /metrics` over HTTPS on the metrics port, verified against `ca_pem`, with `token` as
+/// the bearer token: (status, `WWW-Authenticate`, body).
+pub async fn scrape_tls(
+    addr: std::net::SocketAddr,
+    ca_pem: &str,
+    token: Option<&str>,
+) -> (StatusCode, Option<String>, String) {
+    use http_body_util::BodyExt;
+    let tls = util::connect(addr, ca_pem, &[b"http/1.1"], None, None)
+        .await
+        .expect("the metrics port speaks TLS with the serving certificate");
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let mut req = hyper::Request::get("/metrics").header("host", "localhost");
+    if let Some(token) = token {
+        req = req.header("authorization", format!("Bearer {token}"));
+    }
+    let req = req
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    let resp = sender.send_request(req).await.expect("an answer");
+    let status = resp.status();
+    let challenge = resp
+        .headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        challenge,
+        String::from_utf8_lossy(&body).into_owned(),
+    )
+}
+
+/// A server with `--metrics-secure` whose kubeconfig names an API server on a closed loopback
+/// port (the kubeconfig's directory lives as long as the second value).
+async fn secure_server() -> (util::TestServer, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = unreachable_kubeconfig(dir.path());
+    let server = util::start_with(|c| {
+        c.metrics_secure = Some(true);
+        c.kubeconfig = Some(kubeconfig);
+    })
+    .await;
+    (server, dir)
+}
+
+/// A kubeconfig naming an API server on a closed loopback port.
+fn unreachable_kubeconfig(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("unreachable.kubeconfig");
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: Config\n\
+         clusters: [{name: gone, cluster: {server: \"https://127.0.0.1:1\", insecure-skip-tls-verify: true}}]\n\
+         users: [{name: scraper, user: {token: \"not-used\"}}]\n\
+         contexts: [{name: gone, context: {cluster: gone, user: scraper}}]\n\
+         current-context: gone\n",
+    )
+    .unwrap();
+    path
+}
+
+/// `--metrics-secure` without an API server to ask: HTTPS only, 401 without a token, 503 with
+/// the reason with one, and the webhook and readiness unaffected. The real reviews are checked
+/// in the real-apiserver suite (tests/apiserver/metrics.rs).
+#[tokio::test]
+async fn the_secure_port_wants_tls_and_a_token_and_never_touches_the_webhook() {
+    let (server, _kubeconfig) = secure_server().await;
+    let addr = server.metrics.expect("metrics on");
+
+    // Plain HTTP gets no metrics.
+    let (status, body) = util::get(addr, "/metrics").await;
+    assert_ne!(status, 200, "{body}");
+    assert!(!body.contains("controller_runtime_webhook"), "{body}");
+
+    let (status, challenge, body) = scrape_tls(addr, &server.ca_pem, None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert_eq!(challenge.as_deref(), Some("Bearer"));
+    assert!(body.contains("needs a bearer token"), "{body}");
+
+    let (status, _, body) = scrape_tls(addr, &server.ca_pem, Some("some-token")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(
+        body.contains("cannot check the scrape's token") && body.contains("TokenReview"),
+        "{body}"
+    );
+
+    // Readiness and admissions do not depend on it.
+    assert_eq!(server.probe("/readyz").await.0, 200);
+    util::still_serving(&server).await;
+    server.stop().await.unwrap();
+}
+
+/// The metrics port serves whatever certificate the webhook port serves: a rotation reaches
+/// both through the one resolver, with no gap.
+#[tokio::test]
+async fn a_certificate_rotation_reaches_the_metrics_port() {
+    let (server, _kubeconfig) = secure_server().await;
+    let addr = server.metrics.expect("metrics on");
+    assert_eq!(
+        scrape_tls(addr, &server.ca_pem, None).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    // A new CA and certificate, written in place (key first: a straddled read is retried).
+    let (ca2, cert2, key2) = memcached_webhook::dev::generate().unwrap();
+    std::fs::write(server._dir.path().join("tls.key"), key2).unwrap();
+    std::fs::write(server._dir.path().join("tls.crt"), cert2).unwrap();
+    util::eventually(std::time::Duration::from_secs(10), || async {
+        util::connect(addr, &ca2, &[b"http/1.1"], None, None)
+            .await
+            .is_ok()
+    })
+    .await;
+    assert_eq!(
+        scrape_tls(addr, &ca2, None).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    util::still_serving_at(server.webhook, &ca2).await;
+    server.stop().await.unwrap();
+}

@@ -54,6 +54,8 @@ pub async fn start_in(
     config.webhook_bind_address = "127.0.0.1:0".parse().unwrap();
     config.health_probe_bind_address = "127.0.0.1:0".parse().unwrap();
     config.metrics_bind_address = Some("127.0.0.1:0".parse().unwrap());
+    // Plain HTTP, scraped without a token; tests/metrics.rs turns it on to test it.
+    config.metrics_secure = Some(false);
     configure(&mut config);
     let listeners = Listeners::bind(&config).await.unwrap();
     let (webhook, health, metrics) = (

@@ -46,7 +46,9 @@ impl Spawned {
             .args(["--cert-dir", dir.path().to_str().unwrap()])
             .args(["--webhook-bind-address", "127.0.0.1:0"])
             .args(["--health-probe-bind-address", "127.0.0.1:0"])
+            // Scraped in plain text, without a token.
             .args(["--metrics-bind-address", "127.0.0.1:0"])
+            .arg("--metrics-secure=false")
             .args(["--log-format", "json"])
             .args(args)
             .envs(env.iter().copied())

@@ -58,7 +58,8 @@ pub async fn run(index: Arc<Autoscalers>, credentials: Credentials, recheck: Dur
     tokio::join!(hpas, keda);
 }
 
-async fn client(credentials: &Credentials) -> Result<Client, String> {
+/// The API client for `credentials` (also the metrics port's, `crate::scrape::auth`).
+pub(crate) async fn client(credentials: &Credentials) -> Result<Client, String> {
     let mut config = match credentials {
         Credentials::Infer => kube::Config::infer().await.map_err(|e| {
             format!(

@@ -1,6 +1,7 @@
 //! The plain-HTTP probe port: `GET /healthz` answers 200 while the process runs; `GET /readyz`
 //! answers 200 only while a certificate is loaded, the webhook listener accepts and no
-//! shutdown has begun (503 with the reason otherwise). The metrics port is served the same way.
+//! shutdown has begun (503 with the reason otherwise). The metrics port is served the same way
+//! with `--metrics-secure=false` (`crate::scrape`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -20,26 +21,29 @@ pub async fn serve(listener: TcpListener, state: Arc<State>) {
     plain(listener, move |method, path| answer(&state, method, path)).await
 }
 
-/// Serves `GET /metrics` until the task is aborted.
+/// Serves `GET /metrics` over plain HTTP until the task is aborted (`--metrics-secure=false`).
 pub async fn serve_metrics(listener: TcpListener, state: Arc<State>) {
     plain(listener, move |method, path| match (method, path) {
-        (&Method::GET, "/metrics") => {
-            let metrics = &state.metrics;
-            metrics.ready.set(i64::from(state.not_ready().is_none()));
-            let mut response = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(
-                metrics.render(),
-            )));
-            response.headers_mut().insert(
-                hyper::header::CONTENT_TYPE,
-                hyper::header::HeaderValue::from_static(
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                ),
-            );
-            response
-        }
+        (&Method::GET, "/metrics") => metrics(&state),
         _ => text(StatusCode::NOT_FOUND, "metrics are at GET /metrics\n"),
     })
     .await
+}
+
+/// The metrics text, with `memcached_webhook_ready` set from `state` (also `crate::scrape`'s).
+pub(crate) fn metrics(state: &State) -> Answer {
+    let metrics = &state.metrics;
+    metrics.ready.set(i64::from(state.not_ready().is_none()));
+    let mut response = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(
+        metrics.render(),
+    )));
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
+    );
+    response
 }
 
 type Answer = hyper::Response<http_body_util::Full<bytes::Bytes>>;

@@ -204,7 +204,7 @@ fn hpa(name: &str, target: &str, controller: Option<Value>) -> String {
 
 /// The shipped ServiceAccount's RBAC (manifests/base/rbac.yaml) and a kubeconfig with a token of
 /// that account, pointed at `port` (the relay).
-fn service_account_kubeconfig(env: &Env, port: u16) -> PathBuf {
+pub fn service_account_kubeconfig(env: &Env, port: u16) -> PathBuf {
     const SYSTEM: &str = "memcached-webhook-system";
     let _ = env.kubectl(&["create", "namespace", SYSTEM], None);
     let account = env.kubectl(
@@ -218,7 +218,8 @@ fn service_account_kubeconfig(env: &Env, port: u16) -> PathBuf {
         None,
     );
     assert!(
-        account.ok || account.stderr.contains("AlreadyExists"),
+        // Created already by an earlier check (metrics.rs uses it too): kubectl says "already exists".
+        account.ok || account.stderr.contains("already exists"),
         "{account:?}"
     );
     env.ok(
@@ -289,14 +290,14 @@ impl Drop for RemoveKeda<'_> {
 
 /// A TCP relay to the API server on loopback: [`Relay::cut`] closes every relayed connection
 /// and refuses new ones, as an API server that stopped answering would look to the watch.
-struct Relay {
-    port: u16,
+pub struct Relay {
+    pub port: u16,
     cut: Arc<AtomicBool>,
     streams: Arc<Mutex<Vec<TcpStream>>>,
 }
 
 impl Relay {
-    fn start(upstream: u16) -> Relay {
+    pub fn start(upstream: u16) -> Relay {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let cut = Arc::new(AtomicBool::new(false));
@@ -329,7 +330,7 @@ impl Relay {
         Relay { port, cut, streams }
     }
 
-    fn cut(&self) {
+    pub fn cut(&self) {
         self.cut.store(true, Ordering::SeqCst);
         for stream in self.streams.lock().unwrap().drain(..) {
             let _ = stream.shutdown(Shutdown::Both);

@@ -37,6 +37,8 @@ mod handover;
 mod helm;
 /// Ratcheting on objects stored before the validating webhook; terminating objects.
 mod lifecycle;
+/// --metrics-secure: 401, 403 and 200 by the shipped RBAC, over HTTPS; 503 when cut off.
+mod metrics;
 /// failurePolicy: Fail with the server down.
 mod outage;
 /// reinvocationPolicy: IfNeeded with a later mutating webhook.
@@ -66,6 +68,7 @@ fn all_checks() -> Vec<Check> {
         outage::checks(),
         autoscalers::checks(),
         helm::checks(),
+        metrics::checks(),
     ]
     .into_iter()
     .flatten()

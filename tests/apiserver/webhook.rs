@@ -67,6 +67,8 @@ impl Webhook {
             .args(["--webhook-bind-address", "127.0.0.1:0"])
             .args(["--health-probe-bind-address", "127.0.0.1:0"])
             .args(["--metrics-bind-address", "127.0.0.1:0"])
+            // Scraped in plain text by the checks; metrics.rs turns it on again.
+            .arg("--metrics-secure=false")
             .args(["--log-format", "json"])
             .args(args)
             .stdin(Stdio::null())
@@ -154,8 +156,9 @@ impl Webhook {
         project(self.certs.path(), &self.ca, self.rotations)
     }
 
-    /// The leaf certificate the server presents to a new connection now, PEM-less DER.
-    pub fn served_certificate(&self) -> Vec<u8> {
+    /// A TLS client session to this server as `localhost`, trusting only its test CA (the
+    /// webhook port, and the metrics port with `--metrics-secure`).
+    pub fn tls_session(&self) -> rustls::ClientConnection {
         let mut roots = rustls::RootCertStore::empty();
         for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(self.ca.pem.as_bytes()) {
             roots.add(cert.unwrap()).unwrap();
@@ -167,11 +170,16 @@ impl Webhook {
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth();
-        let mut conn = rustls::ClientConnection::new(
+        rustls::ClientConnection::new(
             Arc::new(config),
             rustls::pki_types::ServerName::try_from("localhost").unwrap(),
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    /// The leaf certificate the server presents to a new connection now, PEM-less DER.
+    pub fn served_certificate(&self) -> Vec<u8> {
+        let mut conn = self.tls_session();
         let mut tcp = TcpStream::connect(self.addr).unwrap();
         while conn.is_handshaking() {
             conn.complete_io(&mut tcp).unwrap();
