@@ -215,17 +215,45 @@ class Values(unittest.TestCase):
         self.assertIn("--shutdown-grace-period=20s", args)
         self.assertEqual(find(objs, "Deployment")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"], 45)
 
-    def test_autoscaler_conflicts_off_takes_every_api_access_away(self):
-        on, off = render(), render({"autoscalerConflicts": False})
+    def test_autoscaler_conflicts_and_metrics_secure_off_take_every_api_access_away(self):
+        on, off = render(), render({"autoscalerConflicts": False, "metricsSecure": False})
         self.assertIn("--autoscaler-conflicts=on", container(on)["args"])
         self.assertIn("--autoscaler-conflicts=off", container(off)["args"])
-        self.assertTrue(find(on, "ClusterRole") and find(on, "ClusterRoleBinding"))
-        self.assertIsNone(find(off, "ClusterRole", "memcached-webhook-autoscalers"))
-        self.assertIsNone(find(off, "ClusterRoleBinding", "memcached-webhook-autoscalers"))
+        for name in ("memcached-webhook-autoscalers", "memcached-webhook-metrics-auth"):
+            self.assertIsNotNone(find(on, "ClusterRole", name))
+            self.assertIsNone(find(off, "ClusterRole", name))
+            self.assertIsNone(find(off, "ClusterRoleBinding", name))
         pod = find(off, "Deployment")["spec"]["template"]["spec"]
         self.assertEqual([v["name"] for v in pod["volumes"]], ["serving-certs"])
         self.assertEqual([m["name"] for m in pod["containers"][0]["volumeMounts"]], ["serving-certs"])
         self.assertEqual(find(off, "NetworkPolicy")["spec"]["egress"], [])
+
+    def test_either_api_reader_alone_keeps_the_token_and_the_egress(self):
+        for values in ({"autoscalerConflicts": False}, {"metricsSecure": False}):
+            with self.subTest(values=values):
+                objs = render(values)
+                pod = find(objs, "Deployment")["spec"]["template"]["spec"]
+                self.assertIn("kube-api-access", [v["name"] for v in pod["volumes"]])
+                self.assertTrue(find(objs, "NetworkPolicy")["spec"]["egress"])
+
+    def test_metrics_secure_off_scrapes_plain_http_without_a_token(self):
+        on = render(EVERYTHING)
+        off = render({**EVERYTHING, "metricsSecure": False})
+        self.assertIn("--metrics-secure", container(on)["args"])
+        self.assertIn("--metrics-secure=false", container(off)["args"])
+        for kind, name in (("ClusterRole", "memcached-webhook-metrics-auth"),
+                           ("ClusterRole", "memcached-webhook-metrics-reader"),
+                           ("ClusterRoleBinding", "memcached-webhook-metrics-reader")):
+            self.assertIsNotNone(find(on, kind, name))
+            self.assertIsNone(find(off, kind, name))
+        (secure,) = find(on, "ServiceMonitor")["spec"]["endpoints"]
+        (plain,) = find(off, "ServiceMonitor")["spec"]["endpoints"]
+        self.assertEqual((secure["scheme"], plain["scheme"]), ("https", "http"))
+        self.assertIn("tlsConfig", secure)
+        self.assertIn("bearerTokenFile", secure)
+        self.assertFalse({"tlsConfig", "bearerTokenFile"} & set(plain))
+        annotations = find(off, "Deployment")["spec"]["template"]["metadata"]["annotations"]
+        self.assertEqual(annotations["prometheus.io/scheme"], "http")
 
     def test_webhook_configurations_off_installs_the_server_alone(self):
         objs = render({"webhookConfigurations": {"enabled": False}})
@@ -252,7 +280,7 @@ class Values(unittest.TestCase):
         self.assertEqual(len([o for o in render() if o["apiVersion"].startswith("cert-manager.io/")]), 4)
 
     def test_each_monitoring_piece_and_the_crd_alone(self):
-        pieces = {"serviceMonitor": {"ServiceMonitor", "Service"}, "prometheusRule": {"PrometheusRule"},
+        pieces = {"serviceMonitor": {"ServiceMonitor", "Service", "ClusterRoleBinding"}, "prometheusRule": {"PrometheusRule"},
                   "dashboard": {"ConfigMap"}}
         default = {check_deploy.key(o) for o in render()}
         for piece, kinds in pieces.items():
@@ -272,7 +300,8 @@ class Values(unittest.TestCase):
         mwc = find(objs, "MutatingWebhookConfiguration")
         self.assertEqual(mwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"], "webhooks/memcached-webhook-serving")
         self.assertEqual(mwc["webhooks"][0]["clientConfig"]["service"]["namespace"], "webhooks")
-        self.assertEqual(find(objs, "ClusterRoleBinding")["subjects"][0]["namespace"], "webhooks")
+        self.assertEqual(find(objs, "ClusterRoleBinding", "memcached-webhook-autoscalers")["subjects"][0]["namespace"],
+                         "webhooks")
 
     def test_notes_say_how_to_verify(self):
         with helm.Chart.load(CHART) as chart:
@@ -289,7 +318,8 @@ class KubernetesSchemas(unittest.TestCase):
                                                                              "caBundle": "Q0E="}},
                 {"certManager": {"issuer": {"name": "corp-ca", "kind": "ClusterIssuer"}}, "replicas": 3,
                  "nodeSelector": {"a": "b"}, "tolerations": [{"operator": "Exists"}], "priorityClassName": "high",
-                 "imagePullSecrets": [{"name": "regcred"}], "image": {"digest": "sha256:" + "0" * 64}}]
+                 "imagePullSecrets": [{"name": "regcred"}], "image": {"digest": "sha256:" + "0" * 64}},
+                {**EVERYTHING, "metricsSecure": False, "autoscalerConflicts": False}]
 
     def checked(self, check, *args):
         before = len(check_deploy.results)

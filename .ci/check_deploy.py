@@ -1040,7 +1040,8 @@ def agree_api_access(w):
     account = ("ServiceAccount", sa["metadata"]["name"], sa["metadata"]["namespace"])
     bound = [(b["roleRef"]["name"], (s.get("kind"), s.get("name"), s.get("namespace"))) for b in bindings
              for s in b.get("subjects", [])]
-    strangers = [f"{role} -> {subject}" for role, subject in bound if subject != account]
+    # Only the webhook's account, and scrapers bound to the reader role (the ServiceMonitor's).
+    strangers = [f"{role} -> {subject}" for role, subject in bound if subject != account and role != METRICS_READER]
     if strangers:
         p.append(f"ClusterRoleBindings to others than the webhook's account: {strangers}")
     granted = set().union(*(rights(roles.get(role, {})) for role, subject in bound if subject == account))

@@ -41,7 +41,11 @@ FLAGS = {
     "--shutdown-grace-period": ("shutdown.gracePeriod", ".Values.shutdown.gracePeriod"),
     "--autoscaler-conflicts": ("autoscalerConflicts", '(ternary "on" "off" .Values.autoscalerConflicts)'),
 }
+# A flag given alone, on when the value is true, `=false` when not (--metrics-secure): flag ->
+# values.yaml key.
+SWITCHES = {"--metrics-secure": "metricsSecure"}
 API_ACCESS = '{{- if include "memcached-webhook.apiAccess" . }}'
+SECURE = "{{- if .Values.metricsSecure }}"
 
 
 def kustomize(path: pathlib.Path) -> list[dict]:
@@ -153,6 +157,9 @@ def hook_deployment(dep: dict, hooks: Hooks, defaults: dict):
     spec = dep["spec"]
     pod = spec["template"]["spec"]
     (container,) = pod["containers"]
+    annotations = spec["template"]["metadata"].get("annotations", {})
+    if annotations.get("prometheus.io/scheme") == "https":
+        annotations["prometheus.io/scheme"] = hooks.scalar('{{ ternary "https" "http" .Values.metricsSecure }}')
     defaults["replicas"] = need(spec, "replicas", "the Deployment")
     spec["replicas"] = hooks.scalar("{{ .Values.replicas }}")
     defaults["terminationGracePeriodSeconds"] = need(pod, "terminationGracePeriodSeconds", "the pod")
@@ -190,13 +197,19 @@ def args_block(args: list[str], defaults: dict):
             defaults[path] = value == "on" if flag == "--autoscaler-conflicts" else value
             seen.add(flag)
             lines.append(f'- {{{{ print "{flag}=" {expression} | quote }}}}')
+        elif flag in SWITCHES and not value:
+            # Off must be said: the binary's default is on.
+            defaults[SWITCHES[flag]] = True
+            seen.add(flag)
+            lines.append(f'- {{{{ ternary "{flag}" "{flag}=false" .Values.{SWITCHES[flag]} | quote }}}}')
         elif flag == "--validation-actions":
             sys.exit("generate.py: the Deployment sets --validation-actions; hook it in charts/generate.py")
         else:
             lines.append(dump([arg]).strip())
-    missing = sorted(set(FLAGS) - seen)
+    missing = sorted((set(FLAGS) | set(SWITCHES)) - seen)
     if missing:
-        sys.exit(f"generate.py: the Deployment's args no longer set {missing}; update FLAGS in charts/generate.py")
+        sys.exit(f"generate.py: the Deployment's args no longer set {missing}; update FLAGS or SWITCHES in "
+                 "charts/generate.py")
 
     def build(key, indent):
         body = [f"{indent}{key}:"] + [f"{indent}  {line}" for line in lines]
@@ -224,6 +237,22 @@ def hook_network_policy(np: dict, hooks: Hooks):
         np["spec"]["egress"] = hooks.block(lambda key, indent: "\n".join([
             API_ACCESS, f"{indent}{key}:", dump(egress, indent + "  ").rstrip("\n"),
             "{{- else }}", f"{indent}{key}: []", "{{- end }}"]))
+
+
+def hook_service_monitor(sm: dict, hooks: Hooks):
+    """An https endpoint (--metrics-secure) scrapes plain http, with no token, when the value is off."""
+    endpoints = []
+    for endpoint in sm["spec"]["endpoints"]:
+        if endpoint.get("scheme") == "https":
+            # `port` first: a gated key must not be the list item's first line, which holds its dash.
+            endpoint = {"port": need(endpoint, "port", "the ServiceMonitor's endpoint"), **endpoint}
+            endpoint["scheme"] = hooks.scalar('{{ ternary "https" "http" .Values.metricsSecure }}')
+            for key in ("bearerTokenFile", "authorization", "tlsConfig"):
+                if key in endpoint:
+                    endpoint[key] = hooks.block(lambda k, indent, v=endpoint[key]: "\n".join([
+                        SECURE, dump({k: v}, indent).rstrip("\n"), "{{- end }}"]))
+        endpoints.append(endpoint)
+    sm["spec"]["endpoints"] = endpoints
 
 
 def hook_serving_certificate(cert: dict, hooks: Hooks):
@@ -254,6 +283,16 @@ def hook_webhooks(configuration: dict, hooks: Hooks):
 
 
 def condition(part: str, o: dict) -> str | None:
+    """When the object is rendered: its part's value, and --metrics-secure's for the RBAC of the
+    scrapes' reviews (the reader role and its bindings mean nothing on a plain-HTTP port)."""
+    name = o["metadata"]["name"]
+    secure = ".Values.metricsSecure" if o["kind"] in ("ClusterRole", "ClusterRoleBinding") and name.endswith(
+        ("-metrics-auth", "-metrics-reader")) else None
+    conds = [c for c in (part_condition(part, o), secure) if c]
+    return conds[0] if len(conds) == 1 else f"and ({conds[0]}) {conds[1]}" if conds else None
+
+
+def part_condition(part: str, o: dict) -> str | None:
     kind, name = o["kind"], o["metadata"]["name"]
     if part == "crd":
         return ".Values.crds.install"
@@ -279,6 +318,8 @@ def template(part: str, o: dict, defaults: dict) -> str:
         hook_deployment(o, hooks, defaults)
     elif kind == "NetworkPolicy":
         hook_network_policy(o, hooks)
+    elif kind == "ServiceMonitor":
+        hook_service_monitor(o, hooks)
     elif kind == "Certificate" and o["metadata"]["name"] == "memcached-webhook-serving":
         hook_serving_certificate(o, hooks)
     elif kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):

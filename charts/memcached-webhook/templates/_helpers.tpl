@@ -6,7 +6,8 @@
 {{- end -}}
 
 {{/* Non-empty when the server reads the API server: then it gets a projected token and egress
-to the API server's ports. Only --autoscaler-conflicts does today. */}}
+to the API server's ports: --autoscaler-conflicts (the watch) and --metrics-secure (the scrapes'
+TokenReviews and SubjectAccessReviews). */}}
 {{- define "memcached-webhook.apiAccess" -}}
-{{- if .Values.autoscalerConflicts }}true{{ end -}}
+{{- if or .Values.autoscalerConflicts .Values.metricsSecure }}true{{ end -}}
 {{- end -}}
