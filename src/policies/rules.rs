@@ -144,6 +144,26 @@ fn mebibytes(n: &str) -> String {
     )
 }
 
+/// A Quantity's text as the webhook quotes it: a JSON number in Go's canonical form (`100M`),
+/// a string as written (Go re-renders a few non-canonical strings, `1024Mi` as `1Gi`; the
+/// policies do not).
+fn quantity_text(q: &str) -> String {
+    let mut canonical = format!("string({q})");
+    for (power, suffix) in [
+        (3, "k"),
+        (6, "M"),
+        (9, "G"),
+        (12, "T"),
+        (15, "P"),
+        (18, "E"),
+    ] {
+        let unit = 10i64.pow(power);
+        canonical =
+            format!("{q} % {unit} == 0 ? string({q} / {unit}) + \"{suffix}\" : {canonical}");
+    }
+    format!("(type({q}) != int ? string({q}) : {q} == 0 ? \"0\" : {canonical})")
+}
+
 mod reference;
 mod start_rules;
 

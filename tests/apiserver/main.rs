@@ -37,6 +37,8 @@ mod handover;
 mod lifecycle;
 /// failurePolicy: Fail with the server down.
 mod outage;
+/// The generated admission policies judge as the webhooks do, alone and as a backstop.
+mod policies;
 /// reinvocationPolicy: IfNeeded with a later mutating webhook.
 mod reinvocation;
 /// Certificate rotation (the kubelet's ..data swap) while writes go on.
@@ -62,6 +64,7 @@ fn all_checks() -> Vec<Check> {
         actions::checks(),
         handover::checks(),
         outage::checks(),
+        policies::checks(),
         autoscalers::checks(),
     ]
     .into_iter()

@@ -1,6 +1,6 @@
 //! R1–R10, the reference operator's rules, as CEL.
 
-use super::{Rule, invalid, lit, mebibytes, quoted, when};
+use super::{Rule, invalid, lit, mebibytes, quantity_text, quoted, when};
 use crate::memcached::validate;
 
 pub(super) fn reference() -> Vec<Rule> {
@@ -34,7 +34,7 @@ pub(super) fn reference() -> Vec<Rule> {
                 ),
                 &invalid(
                     "spec.resources.limits.memory",
-                    &quoted(&format!("string({limit})")),
+                    &quoted(&quantity_text(limit)),
                     &format!(
                         "\"memory limit must be at least \" + {} + \" (maxMemoryMB=\" + string($.mb) + \"Mi + {}Mi overhead)\"",
                         mebibytes(&required),

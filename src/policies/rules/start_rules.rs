@@ -95,8 +95,10 @@ pub(super) fn memcached_start() -> Vec<Rule> {
         Rule {
             name: "memcached_item_size",
             covers: "memcached: maxItemSize is whole digits with k or m, 512k..1024m, a multiple of 512k, at most half of maxMemoryMB (extraArgs without slab_chunk_max)",
+            // join, not exists: exists() over a long list costs the apiserver seconds (9.8 s
+            // for 40,000 args, its 30 s timeout at 80,000); join judges 160,000 in under 3 s.
             cel: format!(
-                "$o.?spec.?memcached.?extraArgs.orValue([]).exists(a, a.contains(\"slab_chunk_max\")) ? [] :\n{item_size}"
+                "$o.?spec.?memcached.?extraArgs.orValue([]).join(\"\\n\").contains(\"slab_chunk_max\") ? [] :\n{item_size}"
             ),
             same_field: None,
         },
