@@ -16,20 +16,12 @@ use modes::Mode;
 pub fn checks() -> Vec<Check> {
     vec![
         Check {
-            name: "policies::defaulting_corpus_is_stored_alike",
-            run: defaulting_corpus_is_stored_alike,
-        },
-        Check {
-            name: "policies::validation_corpus_is_judged_alike",
-            run: validation_corpus_is_judged_alike,
+            name: "policies::corpora_are_judged_alike_alone_and_as_backstop",
+            run: corpora_are_judged_alike_alone_and_as_backstop,
         },
         Check {
             name: "policies::ratcheting_is_alike_on_update",
             run: ratcheting_is_alike_on_update,
-        },
-        Check {
-            name: "policies::backstop_holds_with_the_webhook_unreachable",
-            run: backstop_holds_with_the_webhook_unreachable,
         },
         Check {
             name: "policies::largest_objects_are_judged_within_the_cost_budget",
@@ -66,7 +58,7 @@ fn answer(code: u16, body: &Value) -> Answer {
 }
 
 /// Creates every case in `namespace` (a fresh one per mode): the answers in order.
-fn create_all(env: &Env, namespace: &str, cases: &[Case]) -> Vec<Answer> {
+fn create_all(env: &Env, namespace: &str, cases: &[Case]) -> Vec<(u16, Value)> {
     env.namespace(namespace);
     cases
         .iter()
@@ -74,20 +66,42 @@ fn create_all(env: &Env, namespace: &str, cases: &[Case]) -> Vec<Answer> {
             let object = case.object(namespace);
             let version = object["apiVersion"].as_str().unwrap().to_owned();
             let url = format!("/apis/{version}/namespaces/{namespace}/memcacheds");
-            let (code, body) = env.cluster.request("POST", &url, &object);
-            answer(code, &body)
+            env.cluster.request("POST", &url, &object)
         })
         .collect()
 }
 
-fn defaulting_corpus_is_stored_alike(env: &Env) {
-    let cases = corpus::defaulting();
-    let webhook = Mode::Webhooks.with(env, || create_all(env, "pol-default-webhook", &cases));
-    let policies = Mode::Policies.with(env, || create_all(env, "pol-default-policies", &cases));
-    for ((case, w), p) in cases.iter().zip(&webhook).zip(&policies) {
+/// The defaulting and validation corpora, each case once through the webhooks alone, the
+/// policies alone, and the policies as a backstop beside webhooks that fail open (Ignore) and
+/// cannot be reached.
+fn corpora_are_judged_alike_alone_and_as_backstop(env: &Env) {
+    let defaulting = corpus::defaulting();
+    let mut cases = corpus::defaulting();
+    cases.extend(corpus::validation());
+    let webhook = Mode::Webhooks.with(env, || create_all(env, "pol-webhook", &cases));
+    let policies: Vec<Answer> = Mode::Policies
+        .with(env, || create_all(env, "pol-policies", &cases))
+        .into_iter()
+        .map(answer_of)
+        .collect();
+    let outage: Vec<Answer> = Mode::BackstopWebhookDown
+        .with(env, || create_all(env, "pol-outage", &cases))
+        .into_iter()
+        .map(answer_of)
+        .collect();
+    let n = defaulting.len();
+    stored_alike(&cases[..n], &webhook[..n], &policies[..n]);
+    judged_alike(&cases[n..], &webhook[n..], &policies[n..]);
+    backstop_alike(&cases, &policies, &outage);
+}
+
+/// Every defaulting case is admitted and stored alike: spec, labels and annotations.
+fn stored_alike(cases: &[Case], webhook: &[(u16, Value)], policies: &[Answer]) {
+    for ((case, (code, body)), p) in cases.iter().zip(webhook).zip(policies) {
+        let w = answer(*code, body);
         assert_eq!(w.code, 201, "{}: the webhook refused it: {w:?}", case.about);
         assert_eq!(
-            w, p,
+            &w, p,
             "{}: stored differently (webhook, then policies)",
             case.about
         );
@@ -130,22 +144,10 @@ fn expected_from(case: &Case, webhook: &Answer, body: &Value) -> (u16, Option<St
     }
 }
 
-fn validation_corpus_is_judged_alike(env: &Env) {
-    let cases = corpus::validation();
-    let bodies = Mode::Webhooks.with(env, || {
-        env.namespace("pol-valid-webhook");
-        cases
-            .iter()
-            .map(|case| {
-                let object = case.object("pol-valid-webhook");
-                let url = "/apis/memcached.c5c3.io/v1beta1/namespaces/pol-valid-webhook/memcacheds?dryRun=All";
-                env.cluster.request("POST", url, &object)
-            })
-            .collect::<Vec<_>>()
-    });
-    let policies = Mode::Policies.with(env, || create_all(env, "pol-valid-policies", &cases));
+/// Every validation case gets the webhook's verdict and message, less the skipped rules'.
+fn judged_alike(cases: &[Case], webhook: &[(u16, Value)], policies: &[Answer]) {
     let (mut alike, mut refused) = (0, 0);
-    for ((case, (code, body)), p) in cases.iter().zip(&bodies).zip(&policies) {
+    for ((case, (code, body)), p) in cases.iter().zip(webhook).zip(policies) {
         let w = answer(*code, body);
         match expected_from(case, &w, body) {
             (201, _) => assert_eq!(p.code, 201, "{}: policies {p:?}, webhook {w:?}", case.about),
@@ -217,12 +219,10 @@ fn ratcheting_is_alike_on_update(env: &Env) {
     assert!(refused >= 2 && refused < webhook.len(), "{webhook:?}");
 }
 
-fn backstop_holds_with_the_webhook_unreachable(env: &Env) {
-    let mut cases = corpus::defaulting();
-    cases.extend(corpus::validation());
-    let policies = Mode::Policies.with(env, || create_all(env, "pol-out-policies", &cases));
-    let outage = Mode::BackstopWebhookDown.with(env, || create_all(env, "pol-out-down", &cases));
-    for ((case, p), o) in cases.iter().zip(&policies).zip(&outage) {
+/// With the webhooks unreachable and failing open, every write is answered as by the
+/// policies alone, and none fails.
+fn backstop_alike(cases: &[Case], policies: &[Answer], outage: &[Answer]) {
+    for ((case, p), o) in cases.iter().zip(policies).zip(outage) {
         // Admitted, or refused by a rule or the schema: never an error of the judge itself.
         assert!(
             o.code == 201 || (400..500).contains(&o.code),
