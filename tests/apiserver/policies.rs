@@ -90,6 +90,10 @@ fn corpora_are_judged_alike_alone_and_as_backstop(env: &Env) {
         .map(answer_of)
         .collect();
     let n = defaulting.len();
+    eprintln!(
+        "policies: {n} defaulting and {} validation cases",
+        cases.len() - n
+    );
     stored_alike(&cases[..n], &webhook[..n], &policies[..n]);
     judged_alike(&cases[n..], &webhook[n..], &policies[n..]);
     backstop_alike(&cases, &policies, &outage);
