@@ -303,6 +303,42 @@ fn boundaries() -> Vec<(&'static str, Value)> {
             "verbosity huge",
             json!({"memcached": {"verbosity": 131071}}),
         ),
+        (
+            "durations: both bad",
+            json!({"monitoring": {"serviceMonitor": {"interval": "30s1m", "scrapeTimeout": "1h-5m"}}}),
+        ),
+        (
+            "durations: too long, out of order",
+            json!({"monitoring": {"serviceMonitor": {"interval": "293y", "scrapeTimeout": "1ms1s"}}}),
+        ),
+        (
+            "durations: no unit, repeated",
+            json!({"monitoring": {"serviceMonitor": {"interval": "1m30", "scrapeTimeout": "1s2s"}}}),
+        ),
+        (
+            "durations: sign, whitespace",
+            json!({"monitoring": {"serviceMonitor": {"interval": "-1s", "scrapeTimeout": " 30s"}}}),
+        ),
+        (
+            "durations: lowercase, smallest",
+            json!({"monitoring": {"serviceMonitor": {"interval": "30S", "scrapeTimeout": "5µs"}}}),
+        ),
+        (
+            "durations: the largest, zero",
+            json!({"monitoring": {"serviceMonitor": {"interval": "106751d23h47m16s854ms", "scrapeTimeout": "0"}}}),
+        ),
+        (
+            "durations: just over",
+            json!({"monitoring": {"serviceMonitor": {"interval": "106751d23h48m", "scrapeTimeout": "18446744073709551616s"}}}),
+        ),
+        (
+            "durations: no number, fraction",
+            json!({"monitoring": {"serviceMonitor": {"interval": "h30m", "scrapeTimeout": ".5s"}}}),
+        ),
+        (
+            "durations: all units",
+            json!({"monitoring": {"serviceMonitor": {"interval": "1y1w1d1h1m1s1ms", "scrapeTimeout": "007s"}}}),
+        ),
         ("empty image (skipped rule)", json!({"image": ""})),
         (
             "bad image (skipped rule)",
@@ -342,7 +378,6 @@ pub fn skipped_field(field: &str, case: &Case) -> bool {
     [
         "spec.image",
         "spec.monitoring.exporterImage",
-        "spec.monitoring.serviceMonitor",
         "spec.autoscaling.metrics",
         "spec.autoscaling.behavior",
         "spec.memcached.extraArgs",
