@@ -339,7 +339,49 @@ fn boundaries() -> Vec<(&'static str, Value)> {
             "durations: all units",
             json!({"monitoring": {"serviceMonitor": {"interval": "1y1w1d1h1m1s1ms", "scrapeTimeout": "007s"}}}),
         ),
-        ("empty image (skipped rule)", json!({"image": ""})),
+        (
+            "image: registry with port, and bad tag on the exporter",
+            json!({"image": "registry.example.com:5000/team/memcached:1.6", "monitoring": {"exporterImage": "prom/memcached-exporter:-x"}}),
+        ),
+        ("image: whitespace", json!({"image": " memcached"})),
+        (
+            "image: short digest",
+            json!({"image": "memcached@sha256:abc"}),
+        ),
+        (
+            "image: unknown digest algorithm",
+            json!({"image": "memcached@md5:abc"}),
+        ),
+        (
+            "image: uppercase path after a host",
+            json!({"image": "localhost/Team/x"}),
+        ),
+        ("image: bad registry", json!({"image": "exa_mple.com:x/y"})),
+        ("image: bad component", json!({"image": "team/-memcached"})),
+        ("image: empty tag", json!({"image": "memcached:"})),
+        (
+            "image: hex ID",
+            json!({"image": "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}),
+        ),
+        ("image: leading slash", json!({"image": "/memcached"})),
+        ("image: no name", json!({"image": "@sha256:x"})),
+        (
+            "image: ipv6 registry",
+            json!({"image": "[::1]:5000/memcached:1"}),
+        ),
+        (
+            "image: uppercase hex",
+            json!({"image": "memcached@sha256:0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef"}),
+        ),
+        (
+            "image: too long",
+            json!({"image": format!("memcached/{}", "a".repeat(240))}),
+        ),
+        (
+            "image: long tag",
+            json!({"image": format!("memcached:{}", "a".repeat(129))}),
+        ),
+        ("image: empty", json!({"image": ""})),
         (
             "bad image (skipped rule)",
             json!({"image": "Memcached:1.6"}),
@@ -376,8 +418,6 @@ pub fn skipped_field(field: &str, case: &Case) -> bool {
                 .any(|a| a.as_str().is_some_and(|a| a.contains("slab_chunk_max")))
         });
     [
-        "spec.image",
-        "spec.monitoring.exporterImage",
         "spec.autoscaling.metrics",
         "spec.autoscaling.behavior",
         "spec.memcached.extraArgs",
