@@ -76,22 +76,7 @@ fn settings_of(p: &str, set: String, text: String) -> Vec<(String, String)> {
                 v("name")
             ),
         ),
-        (
-            "grammar",
-            format!(
-                "({name}.contains(\"/\") && {first}.matches({domain}) && {path_all}) || {name}.split(\"/\").all(c, c.matches({component}))",
-                name = v("name"),
-                first = v("first"),
-                domain = raw(DOMAIN),
-                component = raw(COMPONENT),
-                path_all = format!(
-                    "{}.substring({}.size() + 1).split(\"/\").all(c, c.matches({}))",
-                    v("name"),
-                    v("first"),
-                    raw(COMPONENT)
-                ),
-            ),
-        ),
+        ("grammar", grammar(&v)),
         (
             "domain",
             format!(
@@ -114,6 +99,20 @@ fn settings_of(p: &str, set: String, text: String) -> Vec<(String, String)> {
         .into_iter()
         .map(|(name, cel)| (format!("{p}_{name}"), cel))
         .collect()
+}
+
+/// The reference grammar: a registry host and path components, or path components alone.
+fn grammar(v: &dyn Fn(&str) -> String) -> String {
+    let (name, first) = (v("name"), v("first"));
+    let components =
+        |list: &str| format!("{list}.split(\"/\").all(c, c.matches({}))", raw(COMPONENT));
+    let path = format!("{name}.substring({first}.size() + 1)");
+    format!(
+        "({name}.contains(\"/\") && {first}.matches({}) && {}) || {}",
+        raw(DOMAIN),
+        components(&path),
+        components(&name)
+    )
 }
 
 /// [`image::ImageError`]'s text for the first problem, or "" (`Empty` is reported apart).
