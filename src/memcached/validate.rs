@@ -15,7 +15,7 @@
 //! A valid spec allocates nothing here (field paths are rendered only for errors).
 
 mod autoscalers;
-mod hpa;
+pub(crate) mod hpa;
 pub(crate) mod start;
 mod warnings;
 

@@ -81,16 +81,13 @@ pub fn exported() -> Vec<Rule> {
     rules.push(images::rule());
     rules.push(prometheus::rule());
     rules.extend(hpa_bounds());
+    rules.extend(hpa_rules::rules());
     rules
 }
 
 /// The rules the policies do not export, and why.
 pub fn skipped() -> Vec<Skipped> {
     vec![
-        Skipped {
-            covers: "HPA: every spec.autoscaling.metrics entry and the behavior valid by autoscaling/v2's rules",
-            reason: "not translated yet: about thirty apiserver checks with their messages; the bounds (maxReplicas, minReplicas) are exported",
-        },
         Skipped {
             covers: "memcached: maxItemSize against a slab_chunk_max from extraArgs, and that slab_chunk_max itself",
             reason: "parsing memcached's -o sub-options out of extraArgs is a loop with state CEL cannot write; the item-size rule is exported for objects whose extraArgs do not mention slab_chunk_max",
@@ -163,6 +160,7 @@ fn quantity_text(q: &str) -> String {
     format!("(type({q}) != int ? string({q}) : {q} == 0 ? \"0\" : {canonical})")
 }
 
+mod hpa_rules;
 mod images;
 mod prometheus;
 mod reference;

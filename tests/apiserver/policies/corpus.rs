@@ -381,6 +381,54 @@ fn boundaries() -> Vec<(&'static str, Value)> {
             "image: long tag",
             json!({"image": format!("memcached:{}", "a".repeat(129))}),
         ),
+        (
+            "HPA: pods metric",
+            a(
+                json!({"metrics": [{"type": "Pods", "pods": {"metric": {"name": "a/b"}, "target": {"type": "Value"}}}]}),
+            ),
+        ),
+        (
+            "HPA: object metric",
+            a(
+                json!({"metrics": [{"type": "Object", "object": {"describedObject": {"kind": "", "name": ".."}, "metric": {"name": "x%"}, "target": {"type": "Value", "value": "0"}}}]}),
+            ),
+        ),
+        (
+            "HPA: external metric",
+            a(
+                json!({"metrics": [{"type": "External", "external": {"metric": {"name": "q"}, "target": {"type": "AverageValue", "value": 1, "averageValue": "-1"}}}]}),
+            ),
+        ),
+        (
+            "HPA: container resource",
+            a(
+                json!({"metrics": [{"type": "ContainerResource", "containerResource": {"name": "gpu", "container": "Bad_Name", "target": {"type": "Utilization", "averageUtilization": 0, "averageValue": "1"}}}]}),
+            ),
+        ),
+        (
+            "HPA: two sources",
+            a(
+                json!({"metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Bogus"}}, "pods": {"metric": {"name": "m"}, "target": {"type": "AverageValue", "averageValue": "1"}}}]}),
+            ),
+        ),
+        (
+            "HPA: unknown type, missing source",
+            a(
+                json!({"metrics": [{"type": "Magic"}, {"type": "Resource"}, {"type": "Resource", "resource": {"name": "memory", "target": {"type": "Utilization", "averageUtilization": 50}}}]}),
+            ),
+        ),
+        (
+            "HPA: behavior",
+            a(
+                json!({"behavior": {"scaleUp": {"stabilizationWindowSeconds": 4000, "selectPolicy": "Random", "tolerance": "-1", "policies": [{"type": "Percent", "value": 0, "periodSeconds": 2000}, {"type": "Bogus", "value": 1, "periodSeconds": 0}]}, "scaleDown": {"stabilizationWindowSeconds": -1}}}),
+            ),
+        ),
+        (
+            "HPA: valid behavior",
+            a(
+                json!({"behavior": {"scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max", "policies": [{"type": "Pods", "value": 4, "periodSeconds": 60}]}}}),
+            ),
+        ),
         ("image: empty", json!({"image": ""})),
         (
             "bad image (skipped rule)",
@@ -417,14 +465,7 @@ pub fn skipped_field(field: &str, case: &Case) -> bool {
             args.iter()
                 .any(|a| a.as_str().is_some_and(|a| a.contains("slab_chunk_max")))
         });
-    [
-        "spec.autoscaling.metrics",
-        "spec.autoscaling.behavior",
-        "spec.memcached.extraArgs",
-    ]
-    .iter()
-    .any(|p| under(p))
-        || (slab_chunk && field == "spec.memcached.maxItemSize")
+    under("spec.memcached.extraArgs") || (slab_chunk && field == "spec.memcached.maxItemSize")
 }
 
 /// Objects stored before any judge was installed, each with a violation.
