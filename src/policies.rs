@@ -5,7 +5,6 @@
 //! Every rule is listed as exported or skipped with the reason (Kyverno `autogen` style), in the
 //! YAML's header comment and with `--list`. docs/policies.md says how to install them.
 
-mod autoscalers;
 mod mutating;
 mod rules;
 mod yaml;
@@ -60,10 +59,6 @@ pub fn listing() -> String {
     for rule in rules::exported() {
         text.push_str(&format!("  {}: {}\n", rule.name, rule.covers));
     }
-    text.push_str(&format!(
-        "  {}: one workload, one autoscaler: another HorizontalPodAutoscaler (or a KEDA ScaledObject's HPA) scales the Deployment (its own policy, paramKind HPA)\n",
-        autoscalers::NAME
-    ));
     text.push_str("\nValidation, skipped (the webhook alone judges these):\n");
     for skipped in rules::skipped() {
         text.push_str(&format!(
@@ -100,7 +95,7 @@ fn match_conditions() -> Value {
 
 fn documents() -> Vec<Value> {
     let metadata = |name: &str| json!({"name": name, "labels": labels()});
-    [
+    vec![
         json!({
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingAdmissionPolicy",
@@ -146,9 +141,6 @@ fn documents() -> Vec<Value> {
             "spec": {"policyName": RULES, "validationActions": ["Deny"]},
         }),
     ]
-    .into_iter()
-    .chain(autoscalers::documents(&metadata, match_constraints(), match_conditions()))
-    .collect()
 }
 
 fn rules_lit(s: &str) -> String {

@@ -93,8 +93,8 @@ pub fn skipped() -> Vec<Skipped> {
             reason: "parsing memcached's -o sub-options out of extraArgs is a loop with state CEL cannot write; the item-size rule is exported for objects whose extraArgs do not mention slab_chunk_max",
         },
         Skipped {
-            covers: "one workload, one autoscaler: a KEDA ScaledObject whose HPA does not exist (yet)",
-            reason: "the ScaledObject CRD may not be installed, and a paramKind on a missing kind blocks every write; KEDA's HPA, once it exists, is judged (memcached-webhook-autoscalers)",
+            covers: "one workload, one autoscaler (--autoscaler-conflicts): another HPA or KEDA ScaledObject scales the Deployment",
+            reason: "reads cluster state; the HPA half can be written with paramKind HPA and a paramRef selector (parameterNotFoundAction: Allow), not exported yet because it is not yet proven against the conflict-aware webhook; the KEDA half needs the ScaledObject CRD (without it every write is blocked) and failurePolicy: Ignore",
         },
         Skipped {
             covers: "warnings: threads above 64, highAvailability with one replica, thin memory headroom, requests an HPA needs",

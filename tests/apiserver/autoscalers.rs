@@ -204,7 +204,7 @@ fn hpa(name: &str, target: &str, controller: Option<Value>) -> String {
 
 /// The shipped ServiceAccount's RBAC (manifests/base/rbac.yaml) and a kubeconfig with a token of
 /// that account, pointed at `port` (the relay).
-pub(crate) fn service_account_kubeconfig(env: &Env, port: u16) -> PathBuf {
+fn service_account_kubeconfig(env: &Env, port: u16) -> PathBuf {
     const SYSTEM: &str = "memcached-webhook-system";
     let _ = env.kubectl(&["create", "namespace", SYSTEM], None);
     let account = env.kubectl(

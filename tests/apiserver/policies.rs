@@ -3,8 +3,6 @@
 //! alike for every exported rule, ratcheting alike on UPDATE, the backstop holding while the
 //! webhook is unreachable, and the largest object the policies judge within CEL's cost budget.
 
-/// The autoscaler policy against the conflict-aware webhook.
-mod autoscalers;
 mod corpus;
 mod modes;
 
@@ -24,10 +22,6 @@ pub fn checks() -> Vec<Check> {
         Check {
             name: "policies::ratcheting_is_alike_on_update",
             run: ratcheting_is_alike_on_update,
-        },
-        Check {
-            name: "policies::autoscaler_conflicts_are_judged_alike",
-            run: autoscalers::autoscaler_conflicts_are_judged_alike,
         },
         Check {
             name: "policies::largest_objects_are_judged_within_the_cost_budget",
