@@ -3,6 +3,8 @@
 //! alike for every exported rule, ratcheting alike on UPDATE, the backstop holding while the
 //! webhook is unreachable, and the largest object the policies judge within CEL's cost budget.
 
+/// Each exported rule's own cases.
+mod boundaries;
 mod corpus;
 mod modes;
 
