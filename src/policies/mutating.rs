@@ -8,15 +8,31 @@ use crate::memcached::defaults as d;
 
 /// The policy's mutations, in the webhook's order.
 pub fn mutations() -> Vec<Value> {
-    let has = |path: &str| format!("has(object.{path})");
-    let add = |pointer: &str, value: String| {
-        format!(r#"JSONPatch{{op: "add", path: "{pointer}", value: {value}}}"#)
-    };
-    let int = |n: i64| n.to_string();
-    let string = |s: &str| Value::String(s.to_owned()).to_string();
-    let unset_int = |path: &str| format!("object.{path}.orValue(0) == 0");
-    let unset_string = |path: &str| format!("object.{path}.orValue(\"\") == \"\"");
+    let [spec, replicas, image] = spec_replicas_image();
+    let memcached = memcached();
+    let [monitoring, high_availability] = monitoring_high_availability();
+    let autoscaling = autoscaling();
+    [
+        spec,
+        replicas,
+        image,
+        memcached,
+        monitoring,
+        high_availability,
+        autoscaling,
+    ]
+    .into_iter()
+    .map(|expression| {
+        json!({
+            "patchType": "JSONPatch",
+            "jsonPatch": {"expression": expression},
+        })
+    })
+    .collect()
+}
 
+/// `spec` itself, `spec.replicas` (removed with autoscaling), `spec.image`.
+fn spec_replicas_image() -> [String; 3] {
     let spec = format!(
         "{} ? [] : [{}]",
         has("spec"),
@@ -35,6 +51,11 @@ pub fn mutations() -> Vec<Value> {
         has("spec.image"),
         add("/spec/image", string(d::IMAGE))
     );
+    [spec, replicas, image]
+}
+
+/// `spec.memcached`: created whole, or its zero and empty members defaulted.
+fn memcached() -> String {
     let config = [
         ("maxMemoryMB", int(d::MAX_MEMORY_MB), true),
         ("maxConnections", int(d::MAX_CONNECTIONS), true),
@@ -63,6 +84,11 @@ pub fn mutations() -> Vec<Value> {
         ),
         fields.join("\n  + ")
     );
+    memcached
+}
+
+/// `spec.monitoring`'s exporter image and ServiceMonitor durations, the anti-affinity preset.
+fn monitoring_high_availability() -> [String; 2] {
     let monitoring = format!(
         "!{} ? [] :\n\
          ({} ? [] : [{}])\n\
@@ -93,6 +119,11 @@ pub fn mutations() -> Vec<Value> {
             string(d::ANTI_AFFINITY_PRESET)
         )
     );
+    [monitoring, high_availability]
+}
+
+/// With autoscaling on: the CPU metric and the scale-down behavior.
+fn autoscaling() -> String {
     let metrics = list_ops(
         "/spec/autoscaling/metrics",
         "Object.spec.autoscaling.metrics",
@@ -109,23 +140,31 @@ pub fn mutations() -> Vec<Value> {
             constructor("Object.spec.autoscaling.behavior", &parse(d::BEHAVIOR_JSON))
         ),
     );
-    [
-        spec,
-        replicas,
-        image,
-        memcached,
-        monitoring,
-        high_availability,
-        autoscaling,
-    ]
-    .into_iter()
-    .map(|expression| {
-        json!({
-            "patchType": "JSONPatch",
-            "jsonPatch": {"expression": expression},
-        })
-    })
-    .collect()
+    autoscaling
+}
+
+fn has(path: &str) -> String {
+    format!("has(object.{path})")
+}
+
+fn add(pointer: &str, value: String) -> String {
+    format!(r#"JSONPatch{{op: "add", path: "{pointer}", value: {value}}}"#)
+}
+
+fn int(n: i64) -> String {
+    n.to_string()
+}
+
+fn string(s: &str) -> String {
+    Value::String(s.to_owned()).to_string()
+}
+
+fn unset_int(path: &str) -> String {
+    format!("object.{path}.orValue(0) == 0")
+}
+
+fn unset_string(path: &str) -> String {
+    format!("object.{path}.orValue(\"\") == \"\"")
 }
 
 fn parse(json: &str) -> Value {

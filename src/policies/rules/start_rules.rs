@@ -8,51 +8,7 @@ const MIB: u64 = 1024 * 1024;
 
 pub(super) fn memcached_start() -> Vec<Rule> {
     let field = |name: &str| format!("spec.memcached.{name}");
-    let chunk = start::DEFAULT_CHUNK;
-    let chunk_name = format!("its slab chunk size ({})", start::human(chunk));
-    let size_message = |detail: &str| invalid(&field("maxItemSize"), &quoted("$.item"), detail);
-    let below = format!("(bytes / {chunk} * {chunk})");
-    let item_size = [
-        when(
-            "!$.item.matches(\"^[0-9]+[kKmM]?$\")",
-            &size_message(&lit(start::SIZE_SYNTAX)),
-        ),
-        when(
-            &format!("bytes > 0 && bytes < {}", start::MIN_ITEM.max(chunk)),
-            &size_message(&lit(&format!(
-                "memcached refuses an item size below {chunk_name}; use {} or a larger multiple of it",
-                start::human(chunk)
-            ))),
-        ),
-        when(
-            &format!("bytes > {}", start::MAX_ITEM),
-            &size_message(&lit(start::ITEM_ABOVE_GIGABYTE)),
-        ),
-        when(
-            &format!(
-                "bytes >= {} && bytes <= {} && bytes % {chunk} != 0",
-                start::MIN_ITEM.max(chunk),
-                start::MAX_ITEM
-            ),
-            &size_message(&format!(
-                "{} + {} + \" or \" + {}",
-                lit(&format!(
-                    "memcached refuses an item size that is not a multiple of {chunk_name}; use "
-                )),
-                human(&below),
-                human(&format!("({below} + {chunk})"))
-            )),
-        ),
-        when(
-            &format!("$.mb >= 0 && bytes > $.mb * {MIB} / 2"),
-            &size_message(&format!(
-                "\"memcached refuses an item size above half of maxMemoryMB (\" + {} + \" for \" + string($.mb) + \")\"",
-                human(&format!("($.mb * {MIB} / 2)"))
-            )),
-        ),
-    ]
-    .join("\n+ ")
-    .replace("bytes", "$.item_bytes");
+    let item_size = item_size();
 
     vec![
         Rule {
@@ -119,6 +75,56 @@ pub(super) fn memcached_start() -> Vec<Rule> {
             same_field: None,
         },
     ]
+}
+
+/// The item-size checks (`bytes` is `maxItemSize` in bytes, [`item_bytes`]).
+fn item_size() -> String {
+    let chunk = start::DEFAULT_CHUNK;
+    let chunk_name = format!("its slab chunk size ({})", start::human(chunk));
+    let size_message =
+        |detail: &str| invalid("spec.memcached.maxItemSize", &quoted("$.item"), detail);
+    let below = format!("(bytes / {chunk} * {chunk})");
+    [
+        when(
+            "!$.item.matches(\"^[0-9]+[kKmM]?$\")",
+            &size_message(&lit(start::SIZE_SYNTAX)),
+        ),
+        when(
+            &format!("bytes > 0 && bytes < {}", start::MIN_ITEM.max(chunk)),
+            &size_message(&lit(&format!(
+                "memcached refuses an item size below {chunk_name}; use {} or a larger multiple of it",
+                start::human(chunk)
+            ))),
+        ),
+        when(
+            &format!("bytes > {}", start::MAX_ITEM),
+            &size_message(&lit(start::ITEM_ABOVE_GIGABYTE)),
+        ),
+        when(
+            &format!(
+                "bytes >= {} && bytes <= {} && bytes % {chunk} != 0",
+                start::MIN_ITEM.max(chunk),
+                start::MAX_ITEM
+            ),
+            &size_message(&format!(
+                "{} + {} + \" or \" + {}",
+                lit(&format!(
+                    "memcached refuses an item size that is not a multiple of {chunk_name}; use "
+                )),
+                human(&below),
+                human(&format!("({below} + {chunk})"))
+            )),
+        ),
+        when(
+            &format!("$.mb >= 0 && bytes > $.mb * {MIB} / 2"),
+            &size_message(&format!(
+                "\"memcached refuses an item size above half of maxMemoryMB (\" + {} + \" for \" + string($.mb) + \")\"",
+                human(&format!("($.mb * {MIB} / 2)"))
+            )),
+        ),
+    ]
+    .join("\n+ ")
+    .replace("bytes", "$.item_bytes")
 }
 
 /// `maxItemSize` in bytes as [`start::parse_size`] reads it (0 when it does not parse).
