@@ -174,6 +174,10 @@ pub enum Command {
     /// 2: unreadable input). With no cluster, the rule that reads it (another autoscaler of the
     /// Deployment, --autoscaler-conflicts) is not checked.
     Check(crate::check::Args),
+    /// Write the defaulting and validation rules as a MutatingAdmissionPolicy and a
+    /// ValidatingAdmissionPolicy with their bindings (the apiserver runs them in-process, no
+    /// webhook needed); each rule is listed as exported or skipped with the reason.
+    Policies(crate::policies::Args),
 }
 
 /// An address or nothing; an alias so clap takes the whole `Option` from the value parser.

@@ -13,6 +13,7 @@
 //! - [`server`]: listeners, HTTP, routing, health probes and shutdown.
 //! - [`dev`]: throwaway certificates for running on a laptop.
 //! - [`check`]: the `check` subcommand, the webhooks' verdicts on manifests offline.
+//! - [`policies`]: the `policies` subcommand, the rules as in-process admission policies (CEL).
 //! - [`autoscalers`]: the cluster's HPAs and ScaledObjects, watched, for the conflict rule.
 
 // Allowed only in `admission::skip::scan` (its SIMD scan, and its tests), each use with
@@ -29,6 +30,7 @@ pub mod logging;
 pub mod memcached;
 pub mod metrics;
 pub mod patch;
+pub mod policies;
 pub mod scrape;
 pub mod server;
 pub mod tls;

@@ -4,10 +4,11 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use memcached_webhook::check;
 use memcached_webhook::config::{Command, Config};
 use memcached_webhook::server::{self, Listeners};
+use memcached_webhook::{check, policies};
 use memcached_webhook::{dev, logging};
+use std::io::Write as _;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -20,6 +21,16 @@ fn main() -> ExitCode {
             &mut std::io::stderr().lock(),
         );
         return ExitCode::from(code);
+    }
+    if let Some(Command::Policies(args)) = &config.command {
+        let mut out = std::io::stdout().lock();
+        return match policies::run(args, &mut out).and_then(|()| out.flush()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("memcached-webhook policies: cannot write the policies: {e}");
+                ExitCode::FAILURE
+            }
+        };
     }
     config.apply_dev_mode();
     // Held to the end of main: dropping it gives the queued log lines about a second to be written.

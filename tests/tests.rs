@@ -29,6 +29,8 @@ mod metrics;
 mod monitoring;
 /// POST /mutate end to end, and every malformed request.
 mod mutate;
+/// The committed admission policies are what `memcached-webhook policies` writes.
+mod policies;
 /// Ratcheting on UPDATE, deletion never blocked, --validation-actions, audit annotations.
 mod ratchet;
 /// Certificate hot reload, client certificates, TLS versions.

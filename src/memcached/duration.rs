@@ -6,7 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 /// The units, largest first, in milliseconds (a year is 365 days, a week 7).
-const UNITS: [(&str, u64); 7] = [
+pub(crate) const UNITS: [(&str, u64); 7] = [
     ("y", 365 * 86_400_000),
     ("w", 7 * 86_400_000),
     ("d", 86_400_000),
@@ -16,7 +16,7 @@ const UNITS: [(&str, u64); 7] = [
     ("ms", 1),
 ];
 /// Prometheus keeps a duration as Go `time.Duration` nanoseconds, so about 292 years at most.
-const MAX_NANOS: u128 = i64::MAX as u128;
+pub(crate) const MAX_NANOS: u128 = i64::MAX as u128;
 
 /// Why a string is not a Prometheus duration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -108,8 +108,8 @@ fn split(s: &str, keep: impl Fn(char) -> bool) -> (&str, &str) {
 
 // === impl DurationError ===
 
-const SHAPE: &str = "Prometheus durations look like 30s, 1m or 1h30m";
-const ORDER: &str = "y, w, d, h, m, s, ms";
+pub(crate) const SHAPE: &str = "Prometheus durations look like 30s, 1m or 1h30m";
+pub(crate) const ORDER: &str = "y, w, d, h, m, s, ms";
 
 impl fmt::Display for DurationError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

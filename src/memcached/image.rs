@@ -6,8 +6,8 @@ use std::fmt;
 
 /// distribution/reference's limit; older releases count the domain too, so the check applies it
 /// to the normalized name (`memcached` counts as `docker.io/library/memcached`).
-const MAX_NAME: usize = 255;
-const MAX_TAG: usize = 128;
+pub(crate) const MAX_NAME: usize = 255;
+pub(crate) const MAX_TAG: usize = 128;
 
 /// Why a string is not an image reference the kubelet can pull.
 #[derive(Clone, Debug, PartialEq, Eq)]

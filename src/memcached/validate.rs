@@ -15,8 +15,8 @@
 //! A valid spec allocates nothing here (field paths are rendered only for errors).
 
 mod autoscalers;
-mod hpa;
-mod start;
+pub(crate) mod hpa;
+pub(crate) mod start;
 mod warnings;
 
 use std::fmt;
@@ -407,7 +407,7 @@ fn effective_replicas(spec: &Spec<'_, '_>) -> Option<i32> {
 
 // === R1: the memory limit ===
 
-const OVERHEAD_MIB: i64 = 32;
+pub(crate) const OVERHEAD_MIB: i64 = 32;
 
 /// R1: `limits.memory` must hold `maxMemoryMB` plus 32Mi, compared exactly as `Quantity.Cmp`.
 /// The reference skips it when `spec.memcached` is nil; after defaulting it never is, so it runs
@@ -500,7 +500,7 @@ pub(crate) fn read_quantity<'i>(v: Val<'_, 'i>) -> Result<ReadQuantity<'i>, BadV
 
 // === R2–R4: the PodDisruptionBudget ===
 
-const PDB: &str = "spec.highAvailability.podDisruptionBudget";
+pub(crate) const PDB: &str = "spec.highAvailability.podDisruptionBudget";
 
 /// R2–R4, only for an enabled PDB. R4 compares an integer `minAvailable` with the replicas the
 /// Deployment will get: the defaulter's 1 when `spec.replicas` is unset and autoscaling is off.
@@ -548,8 +548,8 @@ fn pod_disruption_budget(spec: &Spec<'_, '_>, errors: &mut Vec<FieldError>) {
 /// The CRD defaults of `preStopDelaySeconds` and `terminationGracePeriodSeconds`. The apiserver
 /// applies them (to absent and null members) before any webhook sees the object, so an absent
 /// value means these; an explicit 0 stays 0 (and fails R5, as in the Go unit tests).
-const PRE_STOP_DELAY_SECONDS: i32 = 10;
-const TERMINATION_GRACE_PERIOD_SECONDS: i64 = 30;
+pub(crate) const PRE_STOP_DELAY_SECONDS: i32 = 10;
+pub(crate) const TERMINATION_GRACE_PERIOD_SECONDS: i64 = 30;
 
 /// R5: the grace period must outlast the preStop sleep, or the kubelet kills memcached mid-drain.
 fn graceful_shutdown(spec: &Spec<'_, '_>, errors: &mut Vec<FieldError>) {

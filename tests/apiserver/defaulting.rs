@@ -54,7 +54,7 @@ fn empty_spec_defaulted() -> Value {
 }
 
 /// A spec with zero and empty values, sections the defaults fill in, and autoscaling on.
-fn rich_spec() -> Value {
+pub fn rich_spec() -> Value {
     json!({
         "replicas": 3,
         "memcached": {"maxMemoryMB": 0, "threads": 0, "maxItemSize": ""},

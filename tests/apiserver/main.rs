@@ -41,6 +41,8 @@ mod lifecycle;
 mod metrics;
 /// failurePolicy: Fail with the server down.
 mod outage;
+/// The generated admission policies judge as the webhooks do, alone and as a backstop.
+mod policies;
 /// reinvocationPolicy: IfNeeded with a later mutating webhook.
 mod reinvocation;
 /// Certificate rotation (the kubelet's ..data swap) while writes go on.
@@ -66,6 +68,7 @@ fn all_checks() -> Vec<Check> {
         actions::checks(),
         handover::checks(),
         outage::checks(),
+        policies::checks(),
         autoscalers::checks(),
         helm::checks(),
         metrics::checks(),

@@ -21,7 +21,7 @@ pub fn checks() -> Vec<Check> {
 }
 
 /// (rule family, spec that breaks only it, the field of its cause).
-fn families() -> Vec<(&'static str, Value, &'static str)> {
+pub fn families() -> Vec<(&'static str, Value, &'static str)> {
     vec![
         (
             "R1 memory limit",

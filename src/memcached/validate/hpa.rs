@@ -68,7 +68,7 @@ impl fmt::Display for Path<'_> {
     }
 }
 
-const METRIC_TYPES: [&str; 5] = [
+pub(crate) const METRIC_TYPES: [&str; 5] = [
     "ContainerResource",
     "External",
     "Object",
@@ -76,18 +76,18 @@ const METRIC_TYPES: [&str; 5] = [
     "Resource",
 ];
 /// The metric source members, in the order the apiserver checks them, with their type.
-const SOURCES: [(&str, &str); 5] = [
+pub(crate) const SOURCES: [(&str, &str); 5] = [
     ("object", "Object"),
     ("external", "External"),
     ("pods", "Pods"),
     ("resource", "Resource"),
     ("containerResource", "ContainerResource"),
 ];
-const SELECT_POLICIES: [&str; 3] = ["Disabled", "Max", "Min"];
-const POLICY_TYPES: [&str; 2] = ["Percent", "Pods"];
-const MAX_STABILIZATION_WINDOW_SECONDS: i128 = 3600;
-const MAX_PERIOD_SECONDS: i128 = 1800;
-const STANDARD_CONTAINER_RESOURCES: [&str; 3] = ["cpu", "memory", "ephemeral-storage"];
+pub(crate) const SELECT_POLICIES: [&str; 3] = ["Disabled", "Max", "Min"];
+pub(crate) const POLICY_TYPES: [&str; 2] = ["Percent", "Pods"];
+pub(crate) const MAX_STABILIZATION_WINDOW_SECONDS: i128 = 3600;
+pub(crate) const MAX_PERIOD_SECONDS: i128 = 1800;
+pub(crate) const STANDARD_CONTAINER_RESOURCES: [&str; 3] = ["cpu", "memory", "ephemeral-storage"];
 
 /// Checks the HPA the operator renders from an enabled `spec.autoscaling`.
 pub(super) fn check(a: &Autoscaling<'_, '_>, errors: &mut Vec<FieldError>) {

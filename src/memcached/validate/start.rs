@@ -12,17 +12,33 @@ use super::{FieldError, Settings, go_quote};
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * 1024;
 /// `-I` may not exceed a gigabyte.
-const MAX_ITEM: u64 = 1024 * MIB;
+pub(crate) const MAX_ITEM: u64 = 1024 * MIB;
 /// `-I` may not be below 1k.
-const MIN_ITEM: u64 = KIB;
+pub(crate) const MIN_ITEM: u64 = KIB;
 /// memcached's slab page; `slab_chunk_max` must divide it.
 const SLAB_PAGE: u64 = MIB;
 /// The default `slab_chunk_max` (half a page) since 1.5.0.
-const DEFAULT_CHUNK: u64 = 512 * KIB;
+pub(crate) const DEFAULT_CHUNK: u64 = 512 * KIB;
 /// Listening sockets in a pod (0.0.0.0 and ::), each holding a descriptor.
-const LISTENERS: i64 = 2;
+pub(crate) const LISTENERS: i64 = 2;
 /// Linux's MAX_ARG_STRLEN (128 KiB) fits `-` and at most 131070 `v`s.
-const MAX_VERBOSITY: i32 = 131_070;
+pub(crate) const MAX_VERBOSITY: i32 = 131_070;
+
+// The fixed texts, shared with the policies' CEL (`crate::policies`).
+pub(crate) const NEGATIVE_MEMORY: &str =
+    "memcached would read a negative -m as unlimited memory; use a positive size in MiB, e.g. 64";
+pub(crate) const NO_THREADS: &str = "memcached refuses fewer than 1 thread (\"Number of threads must be greater than 0\"); \
+     use 1 or more, e.g. 4";
+pub(crate) const NO_CONNECTIONS: &str = "memcached refuses fewer than 1 connection (\"Maximum connections must be greater than 0\"); \
+     use e.g. 1024";
+pub(crate) const SIZE_SYNTAX: &str = "memcached reads a size as whole digits with an optional k or m suffix and misreads \
+     anything else; write e.g. 512k, 1m or 2m";
+pub(crate) const ITEM_ABOVE_GIGABYTE: &str =
+    "memcached refuses an item size above 1024m (a gigabyte); use 1024m or less";
+pub(crate) const NEGATIVE_VERBOSITY: &str =
+    "verbosity is rendered as -v repeated that many times and cannot be negative; use 0, 1 or 2";
+pub(crate) const HUGE_VERBOSITY: &str = "verbosity is rendered as -v repeated that many times, and an argument this long exceeds \
+     Linux's 128 KiB limit, so the container cannot start; use 0, 1 or 2";
 
 const MAX_MEMORY_MB: &str = "spec.memcached.maxMemoryMB";
 const MAX_CONNECTIONS: &str = "spec.memcached.maxConnections";
@@ -36,7 +52,7 @@ pub(super) fn check(s: &Settings<'_, '_>, errors: &mut Vec<FieldError>) {
         errors.push(FieldError::invalid(
             MAX_MEMORY_MB,
             s.max_memory_mb.to_string(),
-            "memcached would read a negative -m as unlimited memory; use a positive size in MiB, e.g. 64",
+            NEGATIVE_MEMORY,
         ));
     }
     connections(s, errors);
@@ -48,19 +64,13 @@ pub(super) fn check(s: &Settings<'_, '_>, errors: &mut Vec<FieldError>) {
 fn connections(s: &Settings<'_, '_>, errors: &mut Vec<FieldError>) {
     let (c, t) = (s.max_connections, s.threads);
     if t < 1 {
-        errors.push(FieldError::invalid(
-            THREADS,
-            t.to_string(),
-            "memcached refuses fewer than 1 thread (\"Number of threads must be greater than 0\"); \
-             use 1 or more, e.g. 4",
-        ));
+        errors.push(FieldError::invalid(THREADS, t.to_string(), NO_THREADS));
     }
     if c < 1 {
         errors.push(FieldError::invalid(
             MAX_CONNECTIONS,
             c.to_string(),
-            "memcached refuses fewer than 1 connection (\"Maximum connections must be greater than 0\"); \
-             use e.g. 1024",
+            NO_CONNECTIONS,
         ));
     }
     if t < 1 || c < 1 {
@@ -95,8 +105,7 @@ fn item_size(s: &Settings<'_, '_>, errors: &mut Vec<FieldError>) {
         errors.push(FieldError::invalid(
             MAX_ITEM_SIZE,
             go_quote(text),
-            "memcached reads a size as whole digits with an optional k or m suffix and misreads \
-             anything else; write e.g. 512k, 1m or 2m",
+            SIZE_SYNTAX,
         ));
         return;
     };
@@ -119,9 +128,7 @@ fn item_size(s: &Settings<'_, '_>, errors: &mut Vec<FieldError>) {
             )
         }));
     } else if bytes > MAX_ITEM {
-        errors.push(bad(
-            "memcached refuses an item size above 1024m (a gigabyte); use 1024m or less".to_owned(),
-        ));
+        errors.push(bad(ITEM_ABOVE_GIGABYTE.to_owned()));
     } else if !bytes.is_multiple_of(chunk_bytes) {
         let below = bytes / chunk_bytes * chunk_bytes;
         errors.push(bad(format!(
@@ -232,10 +239,9 @@ fn args_nth<'i>(s: &Settings<'_, 'i>, i: usize) -> &'i str {
 /// `-v` repeated: none for 0; a negative count cannot be written, and a huge one cannot be exec'd.
 fn verbosity(v: i32, errors: &mut Vec<FieldError>) {
     let detail = if v < 0 {
-        "verbosity is rendered as -v repeated that many times and cannot be negative; use 0, 1 or 2"
+        NEGATIVE_VERBOSITY
     } else if v > MAX_VERBOSITY {
-        "verbosity is rendered as -v repeated that many times, and an argument this long exceeds \
-         Linux's 128 KiB limit, so the container cannot start; use 0, 1 or 2"
+        HUGE_VERBOSITY
     } else {
         return;
     };
