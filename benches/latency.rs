@@ -627,15 +627,9 @@ async fn run(settings: Settings, servers: tokio::runtime::Handle) -> ExitCode {
     // The floor answers what we answer for the typical review, so both send the same bytes.
     let mut answer = Vec::new();
     let mut body = typical.body.clone();
-    admission::review(
-        Webhook::Mutate,
-        admission::Actions::DENY,
-        None,
-        &mut body,
-        &mut answer,
-        Instant::now(),
-    )
-    .expect("the typical fixture is answerable");
+    admission::Review::new(Webhook::Mutate)
+        .answer(&mut body, &mut answer)
+        .expect("the typical fixture is answerable");
     let answer = Bytes::from(answer);
 
     // Started on the server runtime, so that everything they spawn runs there too.
