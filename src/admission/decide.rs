@@ -6,7 +6,7 @@ use super::enforcement::{Actions, Enforcement, Violations};
 use super::envelope::{ApiVersion, Operation, Request};
 use super::pipeline::Review;
 use super::response::{self, Audit, Cause, Response, Status};
-use crate::json::{self, Val};
+use crate::json::Val;
 use crate::memcached::validate::FieldError;
 use crate::memcached::{self, defaults, validate};
 use crate::patch::Patch;
@@ -165,7 +165,7 @@ fn refuse_malformed(
     malformed: Box<memcached::Malformed<'_, '_>>,
     out: &mut Vec<u8>,
 ) -> Verdict {
-    let mut causes: Vec<Cause> = malformed.errors.iter().map(type_cause).collect();
+    let mut causes: Vec<Cause> = malformed.errors.iter().map(Cause::from).collect();
     let mut violations = Violations::default();
     let (code, reason, message) = match webhook {
         Webhook::Mutate => (400, "BadRequest", malformed.to_string()),
@@ -189,7 +189,7 @@ fn refuse_malformed(
             for e in &errors {
                 violations.add(Enforcement::Deny, e.rule());
             }
-            causes.extend(errors.iter().map(FieldError::cause));
+            causes.extend(errors.iter().map(Cause::from));
             let name = name_of(malformed.partial.name, req);
             let texts = malformed
                 .errors
@@ -219,15 +219,6 @@ fn refuse_malformed(
         patched: false,
         warnings: 0,
         violations,
-    }
-}
-
-/// `status.details.causes[]` of a wrongly typed field, as apimachinery's `field.TypeInvalid`.
-fn type_cause(e: &json::TypeError) -> Cause {
-    Cause {
-        reason: "FieldValueTypeInvalid",
-        message: format!("expected {}, found {}", e.expected, e.found),
-        field: e.field.to_string(),
     }
 }
 
@@ -352,9 +343,9 @@ fn judge(
         for e in errors.iter().chain(&stored) {
             violations.add(Enforcement::Audit, e.rule());
         }
-        failures.extend(errors.iter().map(FieldError::cause));
+        failures.extend(errors.iter().map(Cause::from));
         failures.extend(stored.iter().map(|e| {
-            let mut cause = e.cause();
+            let mut cause = Cause::from(e);
             cause.message.push_str(RATCHETED);
             cause
         }));
@@ -371,7 +362,7 @@ fn judge(
     }
     let name = name_of(name, req);
     let message = invalid_message(name, errors.iter().map(FieldError::message));
-    let causes: Vec<Cause> = errors.iter().map(FieldError::cause).collect();
+    let causes: Vec<Cause> = errors.iter().map(Cause::from).collect();
     let details = response::Details {
         name,
         group: memcached::GROUP,

@@ -6,7 +6,8 @@ use std::sync::LazyLock;
 use base64::Engine as _;
 
 use super::ApiVersion;
-use crate::json::write_str;
+use crate::json::{TypeError, write_str};
+use crate::memcached::validate::{ErrorKind, FieldError};
 use crate::patch::{Change, Changes};
 
 /// The patch's base64 engine: AVX2 (NEON on arm64) when the CPU has it, else the scalar one.
@@ -114,6 +115,41 @@ pub struct Cause {
     pub message: String,
     /// `field`: the field path, e.g. `spec.replicas`.
     pub field: String,
+}
+
+// === the domain's errors on the wire ===
+
+impl From<&FieldError> for Cause {
+    /// A rule's violation as apimachinery lists a `field.Error`: its `field.ErrorType` as the
+    /// reason, the error body without the path as the message, the path. The domain's error
+    /// stays free of wire types; this is the one place that maps it.
+    fn from(e: &FieldError) -> Self {
+        let reason = match e.kind {
+            ErrorKind::Invalid(_) => "FieldValueInvalid",
+            ErrorKind::Required => "FieldValueRequired",
+            ErrorKind::NotSupported(_) => "FieldValueNotSupported",
+            ErrorKind::Forbidden | ErrorKind::Autoscaled => "FieldValueForbidden",
+        };
+        // `message` is `<field>: <body>`, sized once for both; the body is what a cause shows.
+        let mut message = e.message();
+        message.drain(..e.field.len() + ": ".len());
+        Cause {
+            reason,
+            message,
+            field: e.field.clone(),
+        }
+    }
+}
+
+impl From<&TypeError> for Cause {
+    /// A wrongly typed field, as apimachinery's `field.TypeInvalid`.
+    fn from(e: &TypeError) -> Self {
+        Cause {
+            reason: "FieldValueTypeInvalid",
+            message: format!("expected {}, found {}", e.expected, e.found),
+            field: e.field.to_string(),
+        }
+    }
 }
 
 /// Writes the whole AdmissionReview response into `out` (appending).
@@ -333,6 +369,47 @@ mod tests {
             });
             assert!(v["response"].get("auditAnnotations").is_none(), "{v}");
         }
+    }
+
+    #[test]
+    fn a_field_error_becomes_the_cause_apimachinery_lists() {
+        let cases = [
+            (
+                ErrorKind::Invalid("\"64Mi\"".into()),
+                "FieldValueInvalid",
+                "Invalid value: \"64Mi\": d",
+            ),
+            (
+                ErrorKind::Required,
+                "FieldValueRequired",
+                "Required value: d",
+            ),
+            (
+                ErrorKind::NotSupported("\"X\"".into()),
+                "FieldValueNotSupported",
+                "Unsupported value: \"X\": d",
+            ),
+            (ErrorKind::Forbidden, "FieldValueForbidden", "Forbidden: d"),
+            (ErrorKind::Autoscaled, "FieldValueForbidden", "Forbidden: d"),
+        ];
+        for (kind, reason, message) in cases {
+            let e = FieldError {
+                field: "spec.a[0].b".into(),
+                kind,
+                detail: "d".into(),
+            };
+            let cause = Cause::from(&e);
+            assert_eq!(
+                (cause.reason, cause.message.as_str(), cause.field.as_str()),
+                (reason, message, "spec.a[0].b")
+            );
+        }
+        let bare = FieldError {
+            field: "spec".into(),
+            kind: ErrorKind::Required,
+            detail: String::new(),
+        };
+        assert_eq!(Cause::from(&bare).message, "Required value");
     }
 
     #[test]
