@@ -22,16 +22,15 @@
 //! shows what a whole parse costs: a copy plus simd-json's tape). The baseline parses straight
 //! from the shared fixture slice, as `serde_json::from_slice` on collected `Bytes` would.
 
-// The counting allocator below needs `unsafe impl GlobalAlloc`; Cargo.toml's `[lints]` table
-// denies `unsafe_code` for every target (lib.rs and main.rs forbid it), so this target allows
-// it for itself. Sound: see the SAFETY comment on the impl; nothing else here is unsafe.
-#![allow(unsafe_code)]
-
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
+// The counting allocator needs `unsafe impl GlobalAlloc`; Cargo.toml's `[lints]` table denies
+// `unsafe_code` for every target, so it is allowed for that file alone (its SAFETY comment).
+#[allow(dead_code, unsafe_code)]
+#[path = "common/counting.rs"]
+mod counting;
+
 use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -42,71 +41,19 @@ use serde_json::Value;
 
 use common::Fixture;
 
-// === the counting allocator ===
-
-/// Forwards every call to [`System`] and, while [`COUNTING`] is set, counts it.
-struct Counting;
-
-/// Off while criterion measures, so timings pay one relaxed load per allocation, not two
-/// atomic adds (which would cost the allocation-heavy baseline more than us).
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-static ALLOCATED_BYTES: AtomicU64 = AtomicU64::new(0);
-
-fn count(bytes: usize) {
-    if COUNTING.load(Relaxed) {
-        ALLOCATIONS.fetch_add(1, Relaxed);
-        ALLOCATED_BYTES.fetch_add(bytes as u64, Relaxed);
-    }
-}
-
-// SAFETY: every method passes its arguments unchanged to the same method of `System` (which
-// implements `GlobalAlloc` correctly) and returns its result unchanged, so each of the
-// trait's contracts (layout, alignment, ownership of the pointer) is exactly System's. The
-// only extra work is `count`: an atomic load and two atomic adds on statics, which neither
-// allocate (no re-entrancy) nor unwind.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count(layout.size());
-        // SAFETY: the caller upholds `alloc`'s contract, which is forwarded as is.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count(layout.size());
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from System (every allocation above is System's) with `layout`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count(new_size);
-        // SAFETY: as for `dealloc`; `new_size` is the caller's, checked by the caller.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
 /// (allocations, bytes requested) per call of `f`, averaged over `iters` calls. Criterion is
 /// single-threaded here (no rayon without its default features), so nothing else counts.
 fn allocations_per_call(iters: u64, mut f: impl FnMut()) -> (f64, f64) {
-    ALLOCATIONS.store(0, Relaxed);
-    ALLOCATED_BYTES.store(0, Relaxed);
-    COUNTING.store(true, Relaxed);
+    counting::reset();
+    counting::start();
     for _ in 0..iters {
         f();
     }
-    COUNTING.store(false, Relaxed);
+    counting::stop();
     let n = iters as f64;
     (
-        ALLOCATIONS.load(Relaxed) as f64 / n,
-        ALLOCATED_BYTES.load(Relaxed) as f64 / n,
+        counting::calls() as f64 / n,
+        counting::requested() as f64 / n,
     )
 }
 
