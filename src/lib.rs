@@ -14,8 +14,8 @@
 //! - [`check`]: the `check` subcommand, the webhooks' verdicts on manifests offline.
 //! - [`autoscalers`]: the cluster's HPAs and ScaledObjects, watched, for the conflict rule.
 
-// Allowed only in `admission::skip::scan` (its SIMD scan, and its tests), each use with
-// its proof.
+// Allowed only in `admission::skip::scan` (its SIMD scan, and its tests) and
+// `admission::skip::read` (the reader compiled for AVX2), each use with its proof.
 #![deny(unsafe_code)]
 
 pub mod admission;

@@ -193,9 +193,9 @@ pub(super) fn retained() -> (usize, usize, usize) {
 }
 
 /// One line per admission: denials at info, allowed admissions at debug. A line costs more
-/// CPU than the decision itself (formatting, the queue, waking the writer thread: 8-17 µs
-/// against 3-10 µs, `benches/latency.rs` with `LATENCY_LOG=1`), and the apiserver's audit log
-/// already records every call; controller-runtime logs them at V(5) too.
+/// CPU than the decision itself (formatting, the queue, waking the writer thread;
+/// docs/performance.md), and the apiserver's audit log already records every call;
+/// controller-runtime logs them at V(5) too.
 fn log(review: &Review<'_>, req: &Request<'_, '_>, verdict: &Verdict) {
     // What the review did not say (a review of another kind, a CREATE with generateName, a
     // cluster-scoped object) is left out rather than logged as "".

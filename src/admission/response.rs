@@ -11,9 +11,9 @@ use crate::memcached::validate::{ErrorKind, FieldError};
 use crate::patch::{Change, Changes};
 
 /// The patch's base64 engine: AVX2 (NEON on arm64) when the CPU has it, else the scalar one.
-/// Built once, since it probes the CPU. The vector kernel saves about 4 instructions per patch
-/// byte on every patched answer (`benches/instructions.rs`: 930 of 26,600 on the typical CREATE);
-/// the `unsafe` is the `base64` crate's, behind its `simd-unsafe` feature.
+/// Built once, since it probes the CPU. The vector kernel saves a few instructions per patch
+/// byte on every patched answer (docs/performance.md); the `unsafe` is the `base64` crate's,
+/// behind its `simd-unsafe` feature.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 static BASE64: LazyLock<base64::engine::Simd> =
     LazyLock::new(|| base64::engine::Simd::standard(base64::engine::general_purpose::PAD));
