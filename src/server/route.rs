@@ -148,10 +148,10 @@ impl App {
         // patch and audit annotations), so it is written without reallocating.
         let mut out = Vec::with_capacity(2048);
         let review = admission::Review {
+            webhook,
             actions: self.validation_actions,
             autoscalers: self.autoscalers.as_deref(),
             started,
-            ..admission::Review::new(webhook)
         };
         // No panic is expected; if one happens it costs this request (500), not the process.
         let reviewed = match received {
