@@ -130,9 +130,22 @@ impl From<&FieldError> for Cause {
             ErrorKind::NotSupported(_) => "FieldValueNotSupported",
             ErrorKind::Forbidden | ErrorKind::Autoscaled => "FieldValueForbidden",
         };
-        // `message` is `<field>: <body>`, sized once for both; the body is what a cause shows.
-        let mut message = e.message();
-        message.drain(..e.field.len() + ": ".len());
+        // apimachinery's `ErrorBody()`: the error's text after `<field>: ` (the test holds the
+        // two together), pushed into a string sized once: no formatting machinery, as a denial
+        // writes one per violation.
+        let (head, value) = match &e.kind {
+            ErrorKind::Invalid(value) => ("Invalid value: ", value.as_str()),
+            ErrorKind::Required => ("Required value", ""),
+            ErrorKind::NotSupported(value) => ("Unsupported value: ", value.as_str()),
+            ErrorKind::Forbidden | ErrorKind::Autoscaled => ("Forbidden", ""),
+        };
+        let mut message = String::with_capacity(head.len() + value.len() + e.detail.len() + 2);
+        message.push_str(head);
+        message.push_str(value);
+        if !e.detail.is_empty() {
+            message.push_str(": ");
+            message.push_str(&e.detail);
+        }
         Cause {
             reason,
             message,
@@ -403,13 +416,17 @@ mod tests {
                 (cause.reason, cause.message.as_str(), cause.field.as_str()),
                 (reason, message, "spec.a[0].b")
             );
+            // The cause's message is the domain's text after `<field>: `, with or without a
+            // detail.
+            for detail in ["", "d"] {
+                let e = FieldError {
+                    detail: detail.into(),
+                    ..e.clone()
+                };
+                let cause = Cause::from(&e);
+                assert_eq!(format!("{}: {}", cause.field, cause.message), e.to_string());
+            }
         }
-        let bare = FieldError {
-            field: "spec".into(),
-            kind: ErrorKind::Required,
-            detail: String::new(),
-        };
-        assert_eq!(Cause::from(&bare).message, "Required value");
     }
 
     #[test]
