@@ -1,5 +1,6 @@
-//! The in-process hot path, bytes in to bytes out: `admission::review` (parse with simd-json
-//! into a reused tape, read the borrowed view, decide, write the patch and the response) for
+//! The in-process hot path, bytes in to bytes out: `admission::Review` as the server calls it
+//! (read the review onto a reused tape, skipping what no rule reads, read the borrowed view,
+//! decide, write the patch and the response) for
 //! every fixture and both webhooks, next to the conventional serde_json approach:
 //! `serde_json::Value`, defaults applied to a clone, `json_patch::diff`, a `Value` response
 //! with the base64 patch, `serde_json::to_vec`.
@@ -13,129 +14,77 @@
 //! After criterion, two tables: allocations per request (a counting global allocator), and
 //! an indicative ours/baseline ratio from a quick best-of-N wall-clock loop.
 //!
-//! Honesty rules: each of our iterations copies the fixture into a fresh `Vec` sized like the
-//! server's (`route.rs`: body length + simd-json padding) and allocates the response buffer
-//! as the server does; both are timed (the `copy-only` row shows what the copy costs alone,
-//! `parse-only` the copy plus simd-json's tape, the rest of `ours` is our code).
-//! The baseline parses straight from the shared fixture slice, as `serde_json::from_slice` on
-//! collected `Bytes` would, so it is not charged for a copy it does not need.
-
-// The counting allocator below needs `unsafe impl GlobalAlloc`; Cargo.toml's `[lints]` table
-// denies `unsafe_code` for every target (lib.rs and main.rs forbid it), so this target allows
-// it for itself. Sound: see the SAFETY comment on the impl; nothing else here is unsafe.
-#![allow(unsafe_code)]
+//! Honesty rules: each of our iterations takes the path the server takes (`server/route.rs`): a
+//! body of at most `budget::SMALL` bytes that came in one frame (a review of a few KB does) is
+//! read where it lies (`Review::answer_in_place`), a larger one is copied into a buffer sized
+//! like the server's (body length + simd-json padding) and parsed whole (`answer_whole`); the
+//! response buffer is allocated as the server allocates it. All of it is timed (`parse-only`
+//! shows what a whole parse costs: a copy plus simd-json's tape). The baseline parses straight
+//! from the shared fixture slice, as `serde_json::from_slice` on collected `Bytes` would.
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
+// The counting allocator needs `unsafe impl GlobalAlloc`; Cargo.toml's `[lints]` table denies
+// `unsafe_code` for every target, so it is allowed for that file alone (its SAFETY comment).
+#[allow(dead_code, unsafe_code)]
+#[path = "common/counting.rs"]
+mod counting;
+
 use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use memcached_webhook::admission::{self, Webhook};
+use memcached_webhook::server::budget;
 use serde_json::Value;
 
 use common::Fixture;
 
-// === the counting allocator ===
-
-/// Forwards every call to [`System`] and, while [`COUNTING`] is set, counts it.
-struct Counting;
-
-/// Off while criterion measures, so timings pay one relaxed load per allocation, not two
-/// atomic adds (which would cost the allocation-heavy baseline more than us).
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-static ALLOCATED_BYTES: AtomicU64 = AtomicU64::new(0);
-
-fn count(bytes: usize) {
-    if COUNTING.load(Relaxed) {
-        ALLOCATIONS.fetch_add(1, Relaxed);
-        ALLOCATED_BYTES.fetch_add(bytes as u64, Relaxed);
-    }
-}
-
-// SAFETY: every method passes its arguments unchanged to the same method of `System` (which
-// implements `GlobalAlloc` correctly) and returns its result unchanged, so each of the
-// trait's contracts (layout, alignment, ownership of the pointer) is exactly System's. The
-// only extra work is `count`: an atomic load and two atomic adds on statics, which neither
-// allocate (no re-entrancy) nor unwind.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count(layout.size());
-        // SAFETY: the caller upholds `alloc`'s contract, which is forwarded as is.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count(layout.size());
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from System (every allocation above is System's) with `layout`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count(new_size);
-        // SAFETY: as for `dealloc`; `new_size` is the caller's, checked by the caller.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
 /// (allocations, bytes requested) per call of `f`, averaged over `iters` calls. Criterion is
 /// single-threaded here (no rayon without its default features), so nothing else counts.
 fn allocations_per_call(iters: u64, mut f: impl FnMut()) -> (f64, f64) {
-    ALLOCATIONS.store(0, Relaxed);
-    ALLOCATED_BYTES.store(0, Relaxed);
-    COUNTING.store(true, Relaxed);
+    counting::reset();
+    counting::start();
     for _ in 0..iters {
         f();
     }
-    COUNTING.store(false, Relaxed);
+    counting::stop();
     let n = iters as f64;
     (
-        ALLOCATIONS.load(Relaxed) as f64 / n,
-        ALLOCATED_BYTES.load(Relaxed) as f64 / n,
+        counting::calls() as f64 / n,
+        counting::requested() as f64 / n,
     )
 }
 
 // === the two implementations ===
 
-/// Ours, as `route.rs` calls it: a fresh body buffer (length + padding, so the padding does
-/// not reallocate), a fresh 2 KiB response buffer (route.rs's), `admission::review`.
+/// Ours, as `server/route.rs` answers a body over HTTP/1: read where it lies when it declares
+/// at most `budget::SMALL` bytes (a body in one frame), else copied into a buffer of the
+/// server's size (length + padding) and parsed whole; a fresh 2 KiB response buffer
+/// (route.rs's).
 fn ours(webhook: Webhook, fixture: &[u8]) -> Vec<u8> {
-    let mut body = Vec::with_capacity(fixture.len() + simd_json::INPUT_PADDING);
-    body.extend_from_slice(fixture);
     let mut out = Vec::with_capacity(2048);
-    admission::review(
-        webhook,
-        admission::Actions::DENY,
-        None,
-        &mut body,
-        &mut out,
-        Instant::now(),
-    )
-    .expect("every fixture is an answerable AdmissionReview");
+    let review = admission::Review::new(webhook);
+    let verdict = if fixture.len() <= budget::SMALL {
+        review.answer_in_place(fixture, &mut out)
+    } else {
+        review.answer_whole(&mut copied(fixture), &mut out)
+    };
+    verdict.expect("every fixture is an answerable AdmissionReview");
     out
 }
 
-/// Just the copy `ours` starts with (and the free), to read its share of `ours`.
-fn copy_only(fixture: &[u8]) -> Vec<u8> {
+/// The fixture in a buffer sized as the server sizes one (length + padding, so the padding
+/// does not reallocate).
+fn copied(fixture: &[u8]) -> Vec<u8> {
     let mut body = Vec::with_capacity(fixture.len() + simd_json::INPUT_PADDING);
     body.extend_from_slice(fixture);
     body
 }
 
-/// The first step of `ours` alone: the copy and simd-json's tape, with the parser state reused
-/// as `admission::review` reuses it (per thread), to read how much of `ours` is the parser.
+/// A whole parse alone: the copy and simd-json's tape, with the parser state reused as the
+/// pipeline reuses it (per thread), to read how much a whole parse would cost `ours`.
 struct Parser {
     buffers: simd_json::Buffers,
     tape: Option<simd_json::Tape<'static>>,
@@ -151,7 +100,7 @@ impl Parser {
 
     /// Returns the number of tape nodes.
     fn parse(&mut self, fixture: &[u8]) -> usize {
-        let mut body = copy_only(fixture);
+        let mut body = copied(fixture);
         let len = body.len();
         body.resize(len + simd_json::INPUT_PADDING, b' ');
         let mut tape = self
@@ -412,9 +361,6 @@ fn benches(c: &mut Criterion) {
                 b.iter(|| baseline::review(webhook, black_box(body)));
             });
         }
-        group.bench_with_input(BenchmarkId::new("copy-only", "body"), body, |b, body| {
-            b.iter(|| copy_only(black_box(body)));
-        });
         group.bench_with_input(BenchmarkId::new("parse-only", "tape"), body, |b, body| {
             let mut parser = Parser::new();
             b.iter(|| parser.parse(black_box(body)));
@@ -424,7 +370,7 @@ fn benches(c: &mut Criterion) {
     metrics(c);
 }
 
-/// What the server adds around `admission::review` per request: the in-flight gauge, the latency
+/// What the server adds around a review per request: the in-flight gauge, the latency
 /// histogram, the status and verdict counters (handles resolved at startup). Compare with the
 /// `ours` rows above.
 fn metrics(c: &mut Criterion) {
@@ -494,7 +440,7 @@ fn summary() {
         "\nAllocations per request (counting global allocator, after one warm-up call per path;"
     );
     println!(
-        "ours includes the server's two per-request buffers: the body copy and the response):\n"
+        "ours includes the response buffer the server allocates; a body of at most 256 KiB is read in place):\n"
     );
     println!(
         "| fixture | bytes in | webhook | ours allocs | ours bytes | baseline allocs | baseline bytes |"

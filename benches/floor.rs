@@ -1,6 +1,6 @@
-//! The floor for `benches/instr-per-request.py`: a bare hyper 1 + tokio-rustls (ring) HTTPS server
-//! that reads each request body to its end and answers one fixed, precomputed response. No HTTPS
-//! webhook on this stack can do less per request, so the script reports ours as a ratio to it.
+//! The floor for `benches/instr-per-request.py` as a process of its own: the bare hyper 1 +
+//! tokio-rustls (ring) HTTPS server of `benches/common/floor.rs`, which reads each request body
+//! to its end and answers one fixed, precomputed response, over TLS from certificate files.
 //!
 //! ```text
 //! floor --cert FILE --key FILE --addr 127.0.0.1:0 --response FILE
@@ -13,20 +13,15 @@
 //! `src/main.rs`). Started without `--cert` (`cargo bench` runs it with `--bench`), it says what
 //! it is and exits 0.
 
-use std::convert::Infallible;
+#[path = "common/floor.rs"]
+mod floor;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::header::{CONTENT_TYPE, HeaderValue};
-use hyper::service::service_fn;
-use hyper::{Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -98,32 +93,8 @@ async fn serve(args: Args) -> Result<(), String> {
         .map_err(|e| format!("--addr {}: {e}", args.addr))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     eprintln!("floor: listening on {bound}");
-    let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
-    loop {
-        let Ok((tcp, _)) = listener.accept().await else {
-            continue;
-        };
-        let _ = tcp.set_nodelay(true);
-        let (acceptor, builder, response) = (acceptor.clone(), builder.clone(), response.clone());
-        tokio::spawn(async move {
-            let Ok(tls) = acceptor.accept(tcp).await else {
-                return;
-            };
-            let service = service_fn(move |request: Request<Incoming>| {
-                let response = response.clone();
-                async move {
-                    let mut body = request.into_body();
-                    while let Some(Ok(_)) = body.frame().await {}
-                    let mut answer = Response::new(Full::new(response));
-                    answer
-                        .headers_mut()
-                        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                    Ok::<_, Infallible>(answer)
-                }
-            });
-            let _ = builder.serve_connection(TokioIo::new(tls), service).await;
-        });
-    }
+    floor::serve(listener, acceptor, response, true).await;
+    Ok(())
 }
 
 fn main() -> ExitCode {

@@ -20,8 +20,8 @@
 //! - `LATENCY_ROUNDS` (4): floor/ours alternations per case.
 //! - `LATENCY_MAX_RATIO` (3.0): the gate, see [`DEFAULT_MAX_RATIO`].
 //! - `LATENCY_SMOKE=1`: 200 requests per case, one round, no gate.
-//! - `LATENCY_FLOOR_NODELAY=0`: leave Nagle on in the floor, as our server leaves it (the
-//!   floor sets `TCP_NODELAY` by default, as Go servers and clients do).
+//! - `LATENCY_FLOOR_NODELAY=0`: leave Nagle on in the floor (it sets `TCP_NODELAY` by default,
+//!   as our server, `src/server.rs`, and Go's servers and clients do), to see what Nagle costs.
 //! - `LATENCY_LOG=1`: install the production log subscriber (text, info) writing to
 //!   /dev/null through its queue, as the binary does by default (allowed admissions log at
 //!   debug, so this shows what the disabled line costs; with
@@ -33,8 +33,9 @@
 //! is stated in. It is reported, not gated (CPU time also moves with the machine's load).
 
 mod common;
+#[path = "common/floor.rs"]
+mod floor;
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -44,10 +45,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
 use hyper::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderValue, USER_AGENT};
-use hyper::service::service_fn;
-use hyper::{Request, Response, StatusCode};
+use hyper::{Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use memcached_webhook::admission::{self, MUTATE_PATH, VALIDATE_PATH, Webhook};
 use memcached_webhook::config::{Config, LogFormat};
@@ -264,7 +263,8 @@ async fn probe(addr: SocketAddr, path: &str) -> Option<StatusCode> {
     Some(sender.send_request(req).await.ok()?.status())
 }
 
-/// The floor: hyper + rustls with our TLS settings, reading the body, answering `answer`.
+/// The floor (`common/floor.rs`) with our TLS settings, answering `answer`; HTTP/2 offered by
+/// ALPN when `http2`.
 async fn start_floor(cert_pem: String, key_pem: String, http2: bool, answer: Bytes) -> SocketAddr {
     let nodelay = std::env::var("LATENCY_FLOOR_NODELAY").map_or(true, |v| v != "0");
     let provider = tls::provider();
@@ -281,44 +281,7 @@ async fn start_floor(cert_pem: String, key_pem: String, http2: bool, answer: Byt
     let addr = listener
         .local_addr()
         .expect("a bound listener has an address");
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                continue;
-            };
-            if nodelay {
-                let _ = tcp.set_nodelay(true);
-            }
-            let (acceptor, answer) = (acceptor.clone(), answer.clone());
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let service = service_fn(move |req: Request<Incoming>| {
-                    let answer = answer.clone();
-                    async move {
-                        // Read the whole body, as any server must before answering.
-                        let _ = req.into_body().collect().await;
-                        let mut response = Response::new(Full::new(answer));
-                        response
-                            .headers_mut()
-                            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                        Ok::<_, Infallible>(response)
-                    }
-                });
-                let io = TokioIo::new(tls);
-                if http2 {
-                    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .serve_connection(io, service)
-                        .await;
-                } else {
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(io, service)
-                        .await;
-                }
-            });
-        }
-    });
+    tokio::spawn(floor::serve(listener, acceptor, answer, nodelay));
     addr
 }
 
@@ -627,15 +590,9 @@ async fn run(settings: Settings, servers: tokio::runtime::Handle) -> ExitCode {
     // The floor answers what we answer for the typical review, so both send the same bytes.
     let mut answer = Vec::new();
     let mut body = typical.body.clone();
-    admission::review(
-        Webhook::Mutate,
-        admission::Actions::DENY,
-        None,
-        &mut body,
-        &mut answer,
-        Instant::now(),
-    )
-    .expect("the typical fixture is answerable");
+    admission::Review::new(Webhook::Mutate)
+        .answer(&mut body, &mut answer)
+        .expect("the typical fixture is answerable");
     let answer = Bytes::from(answer);
 
     // Started on the server runtime, so that everything they spawn runs there too.

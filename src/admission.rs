@@ -19,9 +19,9 @@ mod skip;
 pub use decide::Verdict;
 pub use enforcement::{Actions, Enforcement, Violations};
 pub use envelope::{ApiVersion, BadReview, Operation, Request, parse};
+pub use pipeline::Review;
 #[cfg(test)]
 use pipeline::{RETAIN_BELOW, retained};
-pub use pipeline::{review, review_slice, review_whole};
 pub use skip::SKIPPED;
 
 /// Which webhook a request was sent to.

@@ -1,5 +1,5 @@
 //! `memcached-webhook check`: the webhooks' verdicts on manifests, offline, for CI and GitOps.
-//! Each Memcached is put to [`admission::review`], the function the server answers with: the
+//! Each Memcached is put to [`admission::Review`], the pipeline the server answers with: the
 //! mutating webhook's patch is applied, then the validating webhook judges the result. There is
 //! no cluster here, so the autoscaler-conflict rule (`--autoscaler-conflicts`) is not checked.
 
@@ -9,13 +9,12 @@ pub mod yaml;
 
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use base64::Engine as _;
 use clap::ValueEnum;
 use serde_json::{Value, json};
 
-use crate::admission::{self, Actions, Webhook};
+use crate::admission::{self, Webhook};
 use crate::memcached;
 use input::{Object, STDIN, Unreadable};
 
@@ -179,16 +178,11 @@ fn call(webhook: Webhook, object: &Value) -> Result<Value, String> {
     });
     let mut body = serde_json::to_vec(&review).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
-    // Deny: `check` answers what would be refused, whatever a cluster's --validation-actions.
-    admission::review(
-        webhook,
-        Actions::DENY,
-        None,
-        &mut body,
-        &mut out,
-        Instant::now(),
-    )
-    .map_err(|e| format!("the webhook cannot read the object: {e}"))?;
+    // `Review::new` denies: `check` answers what would be refused, whatever a cluster's
+    // --validation-actions.
+    admission::Review::new(webhook)
+        .answer(&mut body, &mut out)
+        .map_err(|e| format!("the webhook cannot read the object: {e}"))?;
     let mut answer: Value = serde_json::from_slice(&out)
         .map_err(|e| format!("the webhook's answer is not JSON: {e}"))?;
     Ok(answer["response"].take())

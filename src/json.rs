@@ -371,8 +371,8 @@ pub fn same(a: Val<'_, '_>, b: Val<'_, '_>) -> bool {
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     // Nearly every string written (the uid, images, durations, field paths) needs no escape:
-    // one branch-free pass, which the compiler vectorises, then one copy. Byte by byte, the
-    // typical CREATE's strings cost about 1,800 instructions; this way about 500.
+    // one branch-free pass, which the compiler vectorises, then one copy: a few times cheaper
+    // than byte by byte (docs/performance.md, "Measured choices in the code").
     if !bytes.iter().fold(false, |any, &b| any | needs_escape(b)) {
         out.reserve(bytes.len() + 2);
         out.push(b'"');

@@ -16,8 +16,8 @@
 //! - [`policies`]: the `policies` subcommand, the rules as in-process admission policies (CEL).
 //! - [`autoscalers`]: the cluster's HPAs and ScaledObjects, watched, for the conflict rule.
 
-// Allowed only in `admission::skip::scan` (its SIMD scan, and its tests), each use with
-// its proof.
+// Allowed only in `admission::skip::scan` (its SIMD scan, and its tests) and
+// `admission::skip::read` (the reader compiled for AVX2), each use with its proof.
 #![deny(unsafe_code)]
 
 pub mod admission;

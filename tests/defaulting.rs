@@ -2,8 +2,6 @@
 //! unknown fields and metadata), the webhook's patch, applied by an independent RFC 6902
 //! implementation, gives exactly what the spec's rules give, and a second pass patches nothing.
 
-use std::time::Instant;
-
 use memcached_webhook::admission::{self, Webhook};
 use proptest::prelude::*;
 use serde_json::{Map, Value as J, json};
@@ -259,15 +257,9 @@ fn mutate(object: &J) -> Option<J> {
         "operation": "UPDATE", "object": object, "oldObject": object}});
     let mut body = serde_json::to_vec(&review).unwrap();
     let mut out = Vec::new();
-    let verdict = admission::review(
-        Webhook::Mutate,
-        admission::Actions::DENY,
-        None,
-        &mut body,
-        &mut out,
-        Instant::now(),
-    )
-    .unwrap();
+    let verdict = admission::Review::new(Webhook::Mutate)
+        .answer(&mut body, &mut out)
+        .unwrap();
     assert!(verdict.allowed);
     let response: J = serde_json::from_slice(&out).unwrap();
     response["response"]

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use memcached_webhook::admission::{Review, Webhook};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::util::{self, MUTATE, fixture};
@@ -254,15 +255,9 @@ async fn a_body_in_many_tiny_frames_gets_the_whole_parse_answer() {
     let (mut conn, _) = Conn::open(&server).await;
     let body = fixture("mutate-create-kubectl-apply.json");
     let mut expected = Vec::new();
-    memcached_webhook::admission::review_whole(
-        memcached_webhook::admission::Webhook::Mutate,
-        memcached_webhook::admission::Actions::DENY,
-        None,
-        &mut body.clone(),
-        &mut expected,
-        std::time::Instant::now(),
-    )
-    .unwrap();
+    Review::new(Webhook::Mutate)
+        .answer_whole(&mut body.clone(), &mut expected)
+        .unwrap();
     let mut request = frame(HEADERS, END_HEADERS, 1, &request_headers(true, MUTATE));
     let (last, rest) = body.split_last().unwrap();
     for byte in rest.chunks(2) {
@@ -396,14 +391,7 @@ async fn a_small_body_skips_alike_over_http2_and_http1() {
         .replacen(r#""managedFields":[{"#, r#""managedFields":[tru,{"#, 1)
         .into_bytes();
     assert_ne!(body.len(), sent.len());
-    let whole = memcached_webhook::admission::review_whole(
-        memcached_webhook::admission::Webhook::Mutate,
-        memcached_webhook::admission::Actions::DENY,
-        None,
-        &mut body.clone(),
-        &mut Vec::new(),
-        std::time::Instant::now(),
-    );
+    let whole = Review::new(Webhook::Mutate).answer_whole(&mut body.clone(), &mut Vec::new());
     assert!(whole.is_err(), "a whole parse refuses it");
 
     let (status, over_http1) = server.client().await.post(MUTATE, body.clone()).await;

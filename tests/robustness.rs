@@ -3,8 +3,6 @@
 //! answer (never a panic); every patch the mutating webhook sends applies to the object it was
 //! computed for, which the apiserver requires even with `failurePolicy: Ignore`.
 
-use std::time::Instant;
-
 use memcached_webhook::admission::{self, Webhook};
 use proptest::prelude::*;
 use serde_json::{Map, Value as J, json};
@@ -360,15 +358,9 @@ fn review_of(object: &J) -> Vec<u8> {
 fn answer(webhook: Webhook, sent: &[u8]) -> J {
     let mut body = sent.to_vec();
     let mut out = Vec::new();
-    admission::review(
-        webhook,
-        admission::Actions::DENY,
-        None,
-        &mut body,
-        &mut out,
-        Instant::now(),
-    )
-    .unwrap_or_else(|e| panic!("the envelope is valid, yet: {e}"));
+    admission::Review::new(webhook)
+        .answer(&mut body, &mut out)
+        .unwrap_or_else(|e| panic!("the envelope is valid, yet: {e}"));
     serde_json::from_slice(&out).expect("the answer is JSON")
 }
 
@@ -431,7 +423,7 @@ proptest! {
         for webhook in [Webhook::Mutate, Webhook::Validate] {
             let mut input = body.clone();
             let mut out = Vec::new();
-            match admission::review(webhook, admission::Actions::DENY, None, &mut input, &mut out, Instant::now()) {
+            match admission::Review::new(webhook).answer(&mut input, &mut out) {
                 Ok(_) => {
                     let response: J = serde_json::from_slice(&out)
                         .map_err(|e| TestCaseError::fail(format!("answer is not JSON: {e}")))?;

@@ -7,11 +7,9 @@
 
 #![no_main]
 
-use std::time::Instant;
-
 use base64::Engine as _;
 use libfuzzer_sys::fuzz_target;
-use memcached_webhook::admission::{self, Actions, BadReview, Webhook};
+use memcached_webhook::admission::{self, Actions, BadReview, Review, Webhook};
 use serde_json::Value;
 
 const WARN_AUDIT: Actions = Actions {
@@ -99,39 +97,22 @@ fuzz_target!(|data: &[u8]| {
 /// re-encoded by serde_json, which respells numbers such as `222222222222222222222`: compared
 /// only when the skip changed something, it is not asked to agree where nothing was skipped.)
 fn answer(webhook: Webhook, actions: Actions, sent: &[u8]) -> Option<Vec<u8>> {
-    let (mut body, mut out) = (sent.to_vec(), Vec::new());
-    let served = admission::review(
-        webhook,
+    let review = Review {
         actions,
-        None,
-        &mut body,
-        &mut out,
-        Instant::now(),
-    );
+        ..Review::new(webhook)
+    };
+    let (mut body, mut out) = (sent.to_vec(), Vec::new());
+    let served = review.answer(&mut body, &mut out);
     // The server reads a body that came in one frame where it lies: the same answer.
     let mut sliced_out = Vec::new();
-    let sliced = admission::review_slice(
-        webhook,
-        actions,
-        None,
-        sent,
-        &mut sliced_out,
-        Instant::now(),
-    );
+    let sliced = review.answer_in_place(sent, &mut sliced_out);
     assert_eq!(
         sliced.as_ref().map(|_| &sliced_out).map_err(|e| e.to_string()),
         served.as_ref().map(|_| &out).map_err(|e| e.to_string()),
         "reading in place changed the answer"
     );
     let (mut body, mut as_sent_out) = (sent.to_vec(), Vec::new());
-    let as_sent = admission::review_whole(
-        webhook,
-        actions,
-        None,
-        &mut body,
-        &mut as_sent_out,
-        Instant::now(),
-    );
+    let as_sent = review.answer_whole(&mut body, &mut as_sent_out);
     match (&served, &as_sent) {
         (Ok(_), Ok(_)) if out == as_sent_out => return Some(out),
         (Err(served), Err(whole)) if served.to_string() == whole.to_string() => {
@@ -141,8 +122,7 @@ fn answer(webhook: Webhook, actions: Actions, sent: &[u8]) -> Option<Vec<u8>> {
         _ => {}
     }
     let (mut body, mut whole_out) = (blanked(sent).unwrap_or_else(|| sent.to_vec()), Vec::new());
-    let whole =
-        admission::review_whole(webhook, actions, None, &mut body, &mut whole_out, Instant::now());
+    let whole = review.answer_whole(&mut body, &mut whole_out);
     match (served, whole) {
         (Ok(_), Ok(_)) => assert_eq!(
             String::from_utf8_lossy(&out),

@@ -4,14 +4,14 @@
 use super::Webhook;
 use super::enforcement::{Actions, Enforcement, Violations};
 use super::envelope::{ApiVersion, Operation, Request};
+use super::pipeline::Review;
 use super::response::{self, Audit, Cause, Response, Status};
-use crate::autoscalers::Autoscalers;
-use crate::json::{self, Val};
+use crate::json::Val;
 use crate::memcached::validate::FieldError;
 use crate::memcached::{self, defaults, validate};
 use crate::patch::Patch;
 
-/// What [`review`](super::review) decided, for the log line and the metrics.
+/// What a [`Review`] decided, for the log line and the metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Verdict {
     /// `request.operation` (`None` when unknown).
@@ -27,9 +27,7 @@ pub struct Verdict {
 
 /// Decides on a parsed request and writes the response.
 pub(super) fn decide(
-    webhook: Webhook,
-    actions: Actions,
-    autoscalers: Option<&Autoscalers>,
+    review: &Review<'_>,
     version: ApiVersion,
     req: &Request<'_, '_>,
     patch_buf: &mut Vec<u8>,
@@ -88,14 +86,22 @@ pub(super) fn decide(
     let Some(object) = req.object else {
         return bad(out, "request.object is missing on a CREATE or UPDATE");
     };
-    let cluster = autoscalers.map(|autoscalers| validate::Cluster {
+    let cluster = review.autoscalers.map(|autoscalers| validate::Cluster {
         namespace: req.namespace,
         autoscalers,
     });
     let mc = match memcached::read(object) {
         Ok(mc) => mc,
         Err(malformed) => {
-            return refuse_malformed(webhook, cluster, version, req, object, malformed, out);
+            return refuse_malformed(
+                review.webhook,
+                cluster,
+                version,
+                req,
+                object,
+                malformed,
+                out,
+            );
         }
     };
     // Deletion is never blocked: the update that removes the last finalizer must go through,
@@ -104,7 +110,7 @@ pub(super) fn decide(
         return allow(out);
     }
 
-    match webhook {
+    match review.webhook {
         Webhook::Mutate => {
             let mut warnings = Vec::new();
             let mut patch = Patch::new(patch_buf);
@@ -122,7 +128,7 @@ pub(super) fn decide(
         Webhook::Validate => {
             let outcome = validate::validate_in(&mc, cluster);
             if outcome.unchecked
-                && let Some(autoscalers) = autoscalers
+                && let Some(autoscalers) = review.autoscalers
             {
                 autoscalers.stats.unchecked.inc();
             }
@@ -133,9 +139,14 @@ pub(super) fn decide(
                 };
                 return admitted(version, req, &answer, Violations::default(), out);
             }
-            judge(
-                actions, cluster, version, req, object, mc.name, outcome, out,
-            )
+            let judged = Judged {
+                cluster,
+                version,
+                req,
+                object,
+                name: mc.name,
+            };
+            judge(&judged, review.actions, outcome, out)
         }
     }
 }
@@ -154,7 +165,7 @@ fn refuse_malformed(
     malformed: Box<memcached::Malformed<'_, '_>>,
     out: &mut Vec<u8>,
 ) -> Verdict {
-    let mut causes: Vec<Cause> = malformed.errors.iter().map(type_cause).collect();
+    let mut causes: Vec<Cause> = malformed.errors.iter().map(Cause::from).collect();
     let mut violations = Violations::default();
     let (code, reason, message) = match webhook {
         Webhook::Mutate => (400, "BadRequest", malformed.to_string()),
@@ -178,7 +189,7 @@ fn refuse_malformed(
             for e in &errors {
                 violations.add(Enforcement::Deny, e.rule());
             }
-            causes.extend(errors.iter().map(FieldError::cause));
+            causes.extend(errors.iter().map(Cause::from));
             let name = name_of(malformed.partial.name, req);
             let texts = malformed
                 .errors
@@ -208,15 +219,6 @@ fn refuse_malformed(
         patched: false,
         warnings: 0,
         violations,
-    }
-}
-
-/// `status.details.causes[]` of a wrongly typed field, as apimachinery's `field.TypeInvalid`.
-fn type_cause(e: &json::TypeError) -> Cause {
-    Cause {
-        reason: "FieldValueTypeInvalid",
-        message: format!("expected {}, found {}", e.expected, e.found),
-        field: e.field.to_string(),
     }
 }
 
@@ -286,21 +288,33 @@ fn judged_alone(req: &Request<'_, '_>, why: &str, error: &dyn std::fmt::Display)
 /// The warning for a violation the stored object already had.
 pub(super) const RATCHETED: &str = " (already stored; allowed until this field changes)";
 
+/// The object [`judge`] answers for, and the request it came in.
+struct Judged<'r, 't, 'i> {
+    cluster: Option<validate::Cluster<'r>>,
+    version: ApiVersion,
+    req: &'r Request<'t, 'i>,
+    object: Val<'t, 'i>,
+    /// `metadata.name` as the view read it.
+    name: &'r str,
+}
+
 /// The answer to an object with violations: ratcheting against `oldObject` on UPDATE, then
 /// `actions`. Off the hot path: a valid object never gets here. An `oldObject` the pipeline
 /// skipped is parsed here, on its own from its bytes, as only ratcheting reads it.
 #[cold]
-#[allow(clippy::too_many_arguments)] // each is one thing the answer depends on
 fn judge(
+    judged: &Judged<'_, '_, '_>,
     actions: Actions,
-    cluster: Option<validate::Cluster<'_>>,
-    version: ApiVersion,
-    req: &Request<'_, '_>,
-    object: Val<'_, '_>,
-    name: &str,
     outcome: validate::Outcome,
     out: &mut Vec<u8>,
 ) -> Verdict {
+    let &Judged {
+        cluster,
+        version,
+        req,
+        object,
+        name,
+    } = judged;
     let validate::Outcome {
         errors,
         warnings: advice,
@@ -329,9 +343,9 @@ fn judge(
         for e in errors.iter().chain(&stored) {
             violations.add(Enforcement::Audit, e.rule());
         }
-        failures.extend(errors.iter().map(FieldError::cause));
+        failures.extend(errors.iter().map(Cause::from));
         failures.extend(stored.iter().map(|e| {
-            let mut cause = e.cause();
+            let mut cause = Cause::from(e);
             cause.message.push_str(RATCHETED);
             cause
         }));
@@ -348,7 +362,7 @@ fn judge(
     }
     let name = name_of(name, req);
     let message = invalid_message(name, errors.iter().map(FieldError::message));
-    let causes: Vec<Cause> = errors.iter().map(FieldError::cause).collect();
+    let causes: Vec<Cause> = errors.iter().map(Cause::from).collect();
     let details = response::Details {
         name,
         group: memcached::GROUP,

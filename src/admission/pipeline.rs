@@ -1,5 +1,6 @@
 //! The review pipeline: read the review skipping what no rule reads (or parse it whole when the
-//! reader declines), decide, log. Owns the per-thread parser state every request reuses.
+//! reader declines), decide, log. [`Review`] holds a request's inputs and is the one way in.
+//! Owns the per-thread parser state every request reuses.
 
 use std::cell::RefCell;
 use std::time::Instant;
@@ -39,157 +40,142 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::new());
 }
 
-/// Answers one AdmissionReview. `body` holds exactly the request body. `skip::read` reads it
-/// without what no rule reads; when it declines (an escaped string, a fraction, text that is not
-/// JSON, ...), simd-json parses `body` whole: padded, and unescaped in place. Either way the
-/// answer is the same, except for malformed bytes inside a skipped value (docs/performance.md).
-/// `autoscalers`: the validating webhook also judges against the cluster's other autoscalers
-/// (`--autoscaler-conflicts=on`). The answer is written into `out`; `Err` means HTTP 400 with
-/// its reason.
-pub fn review(
-    webhook: Webhook,
-    actions: Actions,
-    autoscalers: Option<&Autoscalers>,
-    body: &mut Vec<u8>,
-    out: &mut Vec<u8>,
-    started: Instant,
-) -> Result<Verdict, BadReview> {
-    match read(webhook, actions, autoscalers, body, out, started) {
-        Some(result) => result,
-        None => review_whole(webhook, actions, autoscalers, body, out, started),
-    }
+/// One review's inputs besides its body: which webhook it was sent to, what a violation does,
+/// the cluster's other autoscalers, and when the request arrived (for the log line). The three
+/// ways to answer it differ only in how the body is held: [`answer`](Self::answer) (a buffer of
+/// our own), [`answer_in_place`](Self::answer_in_place) (bytes that lie elsewhere, such as the
+/// server's read buffer) and [`answer_whole`](Self::answer_whole) (parsed whole, skipping
+/// nothing).
+#[derive(Clone, Copy, Debug)]
+pub struct Review<'a> {
+    pub webhook: Webhook,
+    /// `--validation-actions`.
+    pub actions: Actions,
+    /// The validating webhook also judges against the cluster's other autoscalers
+    /// (`--autoscaler-conflicts=on`).
+    pub autoscalers: Option<&'a Autoscalers>,
+    /// When the request arrived: the log line's `elapsed_us` counts from here.
+    pub started: Instant,
 }
 
-/// [`review`] of a body that lies elsewhere (the server's: a frame of the connection's read
-/// buffer), read where it lies: it is copied only when the reader declines and simd-json must
-/// parse it whole (which writes to it). Saves the copy and its allocation on every review.
-pub fn review_slice(
-    webhook: Webhook,
-    actions: Actions,
-    autoscalers: Option<&Autoscalers>,
-    body: &[u8],
-    out: &mut Vec<u8>,
-    started: Instant,
-) -> Result<Verdict, BadReview> {
-    match read(webhook, actions, autoscalers, body, out, started) {
-        Some(result) => result,
-        None => {
-            let mut copy = Vec::with_capacity(body.len() + simd_json::INPUT_PADDING);
-            copy.extend_from_slice(body);
-            review_whole(webhook, actions, autoscalers, &mut copy, out, started)
+impl Review<'_> {
+    /// A review as the server answers it by default: violations denied, no autoscaler index,
+    /// started now. Tests, benches and `check` set up their calls with it.
+    pub fn new(webhook: Webhook) -> Self {
+        Review {
+            webhook,
+            actions: Actions::DENY,
+            autoscalers: None,
+            started: Instant::now(),
         }
     }
-}
 
-/// The answer from the reader's tape; `None` when the reader declines.
-fn read(
-    webhook: Webhook,
-    actions: Actions,
-    autoscalers: Option<&Autoscalers>,
-    body: &[u8],
-    out: &mut Vec<u8>,
-    started: Instant,
-) -> Option<Result<Verdict, BadReview>> {
-    SCRATCH.with(|scratch| {
-        let mut guard = scratch.borrow_mut();
-        let Scratch { tape, patch, .. } = &mut *guard;
-        let mut parsed: Tape<'_> = tape.take().unwrap_or_else(Tape::null).reset();
-        let answered = skip::read(body, &mut parsed.0).map(|read| {
-            let old = read.old_object.map(|range| &body[range]);
-            answer(
-                webhook,
-                actions,
-                autoscalers,
-                &parsed,
-                old,
-                patch,
-                out,
-                started,
-            )
-        });
-        *tape = Some(parsed.reset());
-        if body.len() >= RETAIN_BELOW {
-            *guard = Scratch::new();
+    /// Answers one AdmissionReview. `body` holds exactly the request body. `skip::read` reads
+    /// it without what no rule reads; when it declines (an escaped string, a fraction, text
+    /// that is not JSON, ...), simd-json parses `body` whole: padded, and unescaped in place.
+    /// Either way the answer is the same, except for malformed bytes inside a skipped value
+    /// (docs/performance.md). The answer is written into `out`; `Err` means HTTP 400 with its
+    /// reason.
+    pub fn answer(&self, body: &mut Vec<u8>, out: &mut Vec<u8>) -> Result<Verdict, BadReview> {
+        match self.read(body, out) {
+            Some(result) => result,
+            None => self.answer_whole(body, out),
         }
-        answered
-    })
-}
-
-/// [`review`] parsing the whole body with simd-json, what no rule reads included: for a large
-/// body (the server accounts for its parse's memory up front, docs/memory.md), when the reader
-/// declines, and to compare with.
-pub fn review_whole(
-    webhook: Webhook,
-    actions: Actions,
-    autoscalers: Option<&Autoscalers>,
-    body: &mut Vec<u8>,
-    out: &mut Vec<u8>,
-    started: Instant,
-) -> Result<Verdict, BadReview> {
-    if body.is_empty() {
-        return Err(BadReview::Empty);
     }
-    let len = body.len();
-    SCRATCH.with(|scratch| {
-        let mut guard = scratch.borrow_mut();
-        let Scratch {
-            buffers,
-            tape,
-            patch,
-        } = &mut *guard;
-        body.resize(len + simd_json::INPUT_PADDING, b' ');
-        let mut whole: Tape<'_> = tape.take().unwrap_or_else(Tape::null).reset();
-        let result = match simd_json::fill_tape_padded(body, len, buffers, &mut whole) {
-            Ok(()) => answer(
-                webhook,
-                actions,
-                autoscalers,
-                &whole,
-                None,
-                patch,
-                out,
-                started,
-            ),
-            Err(error) => Err(BadReview::Json {
-                error,
-                truncated: false,
-            }),
-        };
-        *tape = Some(whole.reset());
-        if len >= RETAIN_BELOW {
-            *guard = Scratch::new();
+
+    /// [`answer`](Self::answer) for a body that lies elsewhere (the server's: a frame of the
+    /// connection's read buffer), read where it lies: it is copied only when the reader
+    /// declines and simd-json must parse it whole (which writes to it). Saves the copy and its
+    /// allocation on every review; the server answers every single-frame body this way.
+    pub fn answer_in_place(&self, body: &[u8], out: &mut Vec<u8>) -> Result<Verdict, BadReview> {
+        match self.read(body, out) {
+            Some(result) => result,
+            None => {
+                let mut copy = Vec::with_capacity(body.len() + simd_json::INPUT_PADDING);
+                copy.extend_from_slice(body);
+                self.answer_whole(&mut copy, out)
+            }
         }
-        result.map_err(|bad| match bad {
-            BadReview::Json { error, .. } => BadReview::Json {
-                error,
-                truncated: ends_open(&body[..len]),
-            },
-            other => other,
+    }
+
+    /// The answer from the reader's tape; `None` when the reader declines.
+    fn read(&self, body: &[u8], out: &mut Vec<u8>) -> Option<Result<Verdict, BadReview>> {
+        SCRATCH.with(|scratch| {
+            let mut guard = scratch.borrow_mut();
+            let Scratch { tape, patch, .. } = &mut *guard;
+            let mut parsed: Tape<'_> = tape.take().unwrap_or_else(Tape::null).reset();
+            let answered = skip::read(body, &mut parsed.0).map(|read| {
+                let old = read.old_object.map(|range| &body[range]);
+                self.answer_tape(&parsed, old, patch, out)
+            });
+            *tape = Some(parsed.reset());
+            if body.len() >= RETAIN_BELOW {
+                *guard = Scratch::new();
+            }
+            answered
         })
-    })
-}
-
-/// Reads the envelope from a parsed review, decides and logs. `old` holds the bytes of a
-/// skipped `oldObject`.
-#[allow(clippy::too_many_arguments)] // each is one thing the answer depends on
-fn answer(
-    webhook: Webhook,
-    actions: Actions,
-    autoscalers: Option<&Autoscalers>,
-    tape: &Tape<'_>,
-    old: Option<&[u8]>,
-    patch: &mut Vec<u8>,
-    out: &mut Vec<u8>,
-    started: Instant,
-) -> Result<Verdict, BadReview> {
-    let (version, mut request) = parse(Val::root(tape))?;
-    if old.is_some() {
-        request.old_object = None;
-        request.old_object_text = old;
     }
-    let verdict = decide(webhook, actions, autoscalers, version, &request, patch, out);
-    log(webhook, &request, &verdict, started);
-    Ok(verdict)
+
+    /// [`answer`](Self::answer) parsing the whole body with simd-json, what no rule reads
+    /// included: for a large body (the server accounts for its parse's memory up front,
+    /// docs/memory.md), when the reader declines, and to compare with.
+    pub fn answer_whole(
+        &self,
+        body: &mut Vec<u8>,
+        out: &mut Vec<u8>,
+    ) -> Result<Verdict, BadReview> {
+        if body.is_empty() {
+            return Err(BadReview::Empty);
+        }
+        let len = body.len();
+        SCRATCH.with(|scratch| {
+            let mut guard = scratch.borrow_mut();
+            let Scratch {
+                buffers,
+                tape,
+                patch,
+            } = &mut *guard;
+            body.resize(len + simd_json::INPUT_PADDING, b' ');
+            let mut whole: Tape<'_> = tape.take().unwrap_or_else(Tape::null).reset();
+            let result = match simd_json::fill_tape_padded(body, len, buffers, &mut whole) {
+                Ok(()) => self.answer_tape(&whole, None, patch, out),
+                Err(error) => Err(BadReview::Json {
+                    error,
+                    truncated: false,
+                }),
+            };
+            *tape = Some(whole.reset());
+            if len >= RETAIN_BELOW {
+                *guard = Scratch::new();
+            }
+            result.map_err(|bad| match bad {
+                BadReview::Json { error, .. } => BadReview::Json {
+                    error,
+                    truncated: ends_open(&body[..len]),
+                },
+                other => other,
+            })
+        })
+    }
+
+    /// Reads the envelope from a parsed review, decides and logs. `old` holds the bytes of a
+    /// skipped `oldObject`.
+    fn answer_tape(
+        &self,
+        tape: &Tape<'_>,
+        old: Option<&[u8]>,
+        patch: &mut Vec<u8>,
+        out: &mut Vec<u8>,
+    ) -> Result<Verdict, BadReview> {
+        let (version, mut request) = parse(Val::root(tape))?;
+        if old.is_some() {
+            request.old_object = None;
+            request.old_object_text = old;
+        }
+        let verdict = decide(self, version, &request, patch, out);
+        log(self, &request, &verdict);
+        Ok(verdict)
+    }
 }
 
 /// What this thread's scratch holds on to between requests: tape nodes, patch bytes, and the
@@ -207,10 +193,10 @@ pub(super) fn retained() -> (usize, usize, usize) {
 }
 
 /// One line per admission: denials at info, allowed admissions at debug. A line costs more
-/// CPU than the decision itself (formatting, the queue, waking the writer thread: 8-17 µs
-/// against 3-10 µs, `benches/latency.rs` with `LATENCY_LOG=1`), and the apiserver's audit log
-/// already records every call; controller-runtime logs them at V(5) too.
-fn log(webhook: Webhook, req: &Request<'_, '_>, verdict: &Verdict, started: Instant) {
+/// CPU than the decision itself (formatting, the queue, waking the writer thread;
+/// docs/performance.md), and the apiserver's audit log already records every call;
+/// controller-runtime logs them at V(5) too.
+fn log(review: &Review<'_>, req: &Request<'_, '_>, verdict: &Verdict) {
     // What the review did not say (a review of another kind, a CREATE with generateName, a
     // cluster-scoped object) is left out rather than logged as "".
     fn known(s: &str) -> Option<&str> {
@@ -220,7 +206,7 @@ fn log(webhook: Webhook, req: &Request<'_, '_>, verdict: &Verdict, started: Inst
         ($level:expr) => {
             tracing::event!(
                 $level,
-                webhook = webhook.path(),
+                webhook = review.webhook.path(),
                 uid = req.uid,
                 operation = req.operation_raw,
                 namespace = known(req.namespace),
@@ -229,7 +215,7 @@ fn log(webhook: Webhook, req: &Request<'_, '_>, verdict: &Verdict, started: Inst
                 code = verdict.code,
                 patched = verdict.patched,
                 warnings = verdict.warnings,
-                elapsed_us = started.elapsed().as_micros() as u64,
+                elapsed_us = review.started.elapsed().as_micros() as u64,
                 "admission"
             )
         };

@@ -6,13 +6,14 @@ use std::sync::LazyLock;
 use base64::Engine as _;
 
 use super::ApiVersion;
-use crate::json::write_str;
+use crate::json::{TypeError, write_str};
+use crate::memcached::validate::{ErrorKind, FieldError};
 use crate::patch::{Change, Changes};
 
 /// The patch's base64 engine: AVX2 (NEON on arm64) when the CPU has it, else the scalar one.
-/// Built once, since it probes the CPU. The vector kernel saves about 4 instructions per patch
-/// byte on every patched answer (`benches/instructions.rs`: 930 of 26,600 on the typical CREATE);
-/// the `unsafe` is the `base64` crate's, behind its `simd-unsafe` feature.
+/// Built once, since it probes the CPU. The vector kernel saves a few instructions per patch
+/// byte on every patched answer (docs/performance.md); the `unsafe` is the `base64` crate's,
+/// behind its `simd-unsafe` feature.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 static BASE64: LazyLock<base64::engine::Simd> =
     LazyLock::new(|| base64::engine::Simd::standard(base64::engine::general_purpose::PAD));
@@ -114,6 +115,54 @@ pub struct Cause {
     pub message: String,
     /// `field`: the field path, e.g. `spec.replicas`.
     pub field: String,
+}
+
+// === the domain's errors on the wire ===
+
+impl From<&FieldError> for Cause {
+    /// A rule's violation as apimachinery lists a `field.Error`: its `field.ErrorType` as the
+    /// reason, the error body without the path as the message, the path. The domain's error
+    /// stays free of wire types; this is the one place that maps it.
+    fn from(e: &FieldError) -> Self {
+        let reason = match e.kind {
+            ErrorKind::Invalid(_) => "FieldValueInvalid",
+            ErrorKind::Required => "FieldValueRequired",
+            ErrorKind::NotSupported(_) => "FieldValueNotSupported",
+            ErrorKind::Forbidden | ErrorKind::Autoscaled => "FieldValueForbidden",
+        };
+        // apimachinery's `ErrorBody()`: the error's text after `<field>: ` (the test holds the
+        // two together), pushed into a string sized once: no formatting machinery, as a denial
+        // writes one per violation.
+        let (head, value) = match &e.kind {
+            ErrorKind::Invalid(value) => ("Invalid value: ", value.as_str()),
+            ErrorKind::Required => ("Required value", ""),
+            ErrorKind::NotSupported(value) => ("Unsupported value: ", value.as_str()),
+            ErrorKind::Forbidden | ErrorKind::Autoscaled => ("Forbidden", ""),
+        };
+        let mut message = String::with_capacity(head.len() + value.len() + e.detail.len() + 2);
+        message.push_str(head);
+        message.push_str(value);
+        if !e.detail.is_empty() {
+            message.push_str(": ");
+            message.push_str(&e.detail);
+        }
+        Cause {
+            reason,
+            message,
+            field: e.field.clone(),
+        }
+    }
+}
+
+impl From<&TypeError> for Cause {
+    /// A wrongly typed field, as apimachinery's `field.TypeInvalid`.
+    fn from(e: &TypeError) -> Self {
+        Cause {
+            reason: "FieldValueTypeInvalid",
+            message: format!("expected {}, found {}", e.expected, e.found),
+            field: e.field.to_string(),
+        }
+    }
 }
 
 /// Writes the whole AdmissionReview response into `out` (appending).
@@ -332,6 +381,51 @@ mod tests {
                 ..Response::allowed()
             });
             assert!(v["response"].get("auditAnnotations").is_none(), "{v}");
+        }
+    }
+
+    #[test]
+    fn a_field_error_becomes_the_cause_apimachinery_lists() {
+        let cases = [
+            (
+                ErrorKind::Invalid("\"64Mi\"".into()),
+                "FieldValueInvalid",
+                "Invalid value: \"64Mi\": d",
+            ),
+            (
+                ErrorKind::Required,
+                "FieldValueRequired",
+                "Required value: d",
+            ),
+            (
+                ErrorKind::NotSupported("\"X\"".into()),
+                "FieldValueNotSupported",
+                "Unsupported value: \"X\": d",
+            ),
+            (ErrorKind::Forbidden, "FieldValueForbidden", "Forbidden: d"),
+            (ErrorKind::Autoscaled, "FieldValueForbidden", "Forbidden: d"),
+        ];
+        for (kind, reason, message) in cases {
+            let e = FieldError {
+                field: "spec.a[0].b".into(),
+                kind,
+                detail: "d".into(),
+            };
+            let cause = Cause::from(&e);
+            assert_eq!(
+                (cause.reason, cause.message.as_str(), cause.field.as_str()),
+                (reason, message, "spec.a[0].b")
+            );
+            // The cause's message is the domain's text after `<field>: `, with or without a
+            // detail.
+            for detail in ["", "d"] {
+                let e = FieldError {
+                    detail: detail.into(),
+                    ..e.clone()
+                };
+                let cause = Cause::from(&e);
+                assert_eq!(format!("{}: {}", cause.field, cause.message), e.to_string());
+            }
         }
     }
 

@@ -1,28 +1,21 @@
 //! The envelope: fixtures captured from a real kube-apiserver, and every way a body can be wrong.
 
 use super::*;
-use std::time::Instant;
 
 use crate::memcached::validate::Rule;
 use base64::Engine as _;
 use serde_json::{Value as J, json};
 
 /// Reviews `sent`, and checks that parsing it whole (nothing skipped) answers byte for byte the
-/// same, and so does reading it where it lies (`review_slice`, as the server reads a body that
-/// came in one frame): every test of the envelope is also a test of the reader.
+/// same, and so does reading it where it lies (`answer_in_place`, as the server reads a body
+/// that came in one frame): every test of the envelope is also a test of the reader.
 fn run(webhook: Webhook, sent: &[u8]) -> Result<(Verdict, J), String> {
-    let (verdict, out) = answer(webhook, sent, true);
-    let (plain, plain_out) = answer(webhook, sent, false);
+    let (verdict, out) = answer(webhook, sent, Read::Skipping);
+    let (whole, whole_out) = answer(webhook, sent, Read::Whole);
     let mut sliced_out = Vec::new();
-    let sliced = review_slice(
-        webhook,
-        Actions::DENY,
-        None,
-        sent,
-        &mut sliced_out,
-        Instant::now(),
-    )
-    .map_err(|e| e.to_string());
+    let sliced = Review::new(webhook)
+        .answer_in_place(sent, &mut sliced_out)
+        .map_err(|e| e.to_string());
     assert_eq!(
         sliced.as_ref().map(|_| ()),
         verdict.as_ref().map(|_| ()),
@@ -35,13 +28,13 @@ fn run(webhook: Webhook, sent: &[u8]) -> Result<(Verdict, J), String> {
     );
     assert_eq!(
         verdict.as_ref().map(|_| ()),
-        plain.as_ref().map(|_| ()),
-        "blanking managedFields changed the outcome"
+        whole.as_ref().map(|_| ()),
+        "skipping what no rule reads changed the outcome"
     );
     assert_eq!(
         String::from_utf8_lossy(&out),
-        String::from_utf8_lossy(&plain_out),
-        "blanking managedFields changed the answer"
+        String::from_utf8_lossy(&whole_out),
+        "skipping what no rule reads changed the answer"
     );
     Ok((
         verdict?,
@@ -49,18 +42,21 @@ fn run(webhook: Webhook, sent: &[u8]) -> Result<(Verdict, J), String> {
     ))
 }
 
-fn answer(webhook: Webhook, sent: &[u8], blanking: bool) -> (Result<Verdict, String>, Vec<u8>) {
+/// How [`answer`] reads a body: as the server does, or parsed whole with nothing skipped.
+#[derive(Clone, Copy)]
+enum Read {
+    Skipping,
+    Whole,
+}
+
+fn answer(webhook: Webhook, sent: &[u8], read: Read) -> (Result<Verdict, String>, Vec<u8>) {
     let mut body = sent.to_vec();
     let mut out = Vec::new();
-    let review = if blanking { review } else { review_whole };
-    let verdict = review(
-        webhook,
-        Actions::DENY,
-        None,
-        &mut body,
-        &mut out,
-        Instant::now(),
-    );
+    let review = Review::new(webhook);
+    let verdict = match read {
+        Read::Skipping => review.answer(&mut body, &mut out),
+        Read::Whole => review.answer_whole(&mut body, &mut out),
+    };
     (verdict.map_err(|e| e.to_string()), out)
 }
 
@@ -380,7 +376,8 @@ fn info_lines(webhook: Webhook, body: &[u8]) -> String {
     // interest from another thread's (empty) default (tokio-rs/tracing#3611); a second live
     // dispatcher keeps it on the general path.
     let _second = tracing::Dispatch::new(tracing_subscriber::registry());
-    tracing::subscriber::with_default(subscriber, || answer(webhook, body, true).0).unwrap();
+    tracing::subscriber::with_default(subscriber, || answer(webhook, body, Read::Skipping).0)
+        .unwrap();
     String::from_utf8(captured.0.lock().unwrap().clone()).unwrap()
 }
 
@@ -427,15 +424,11 @@ fn the_verdict_counts_violations_by_enforcement_and_rule() {
     let count = |actions: &str| {
         let mut body = body.clone();
         let mut out = Vec::new();
-        let actions = Actions::parse(actions).unwrap();
-        let verdict = review(
-            Webhook::Validate,
-            actions,
-            None,
-            &mut body,
-            &mut out,
-            Instant::now(),
-        );
+        let review = Review {
+            actions: Actions::parse(actions).unwrap(),
+            ..Review::new(Webhook::Validate)
+        };
+        let verdict = review.answer(&mut body, &mut out);
         let verdict = verdict.unwrap();
         let counts: Vec<_> = verdict
             .violations
@@ -523,15 +516,11 @@ fn autoscaler_conflicts_go_through_actions_and_ratcheting() {
         let sent = serde_json::to_vec(body).unwrap();
         let mut body = sent.clone();
         let mut out = Vec::new();
-        let verdict = review(
-            webhook,
-            Actions::DENY,
-            Some(index),
-            &mut body,
-            &mut out,
-            Instant::now(),
-        )
-        .unwrap();
+        let review = Review {
+            autoscalers: Some(index),
+            ..Review::new(webhook)
+        };
+        let verdict = review.answer(&mut body, &mut out).unwrap();
         (verdict, serde_json::from_slice::<J>(&out).unwrap())
     };
     let object = json!({"apiVersion": "memcached.c5c3.io/v1beta1", "kind": "Memcached",

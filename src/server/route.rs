@@ -147,8 +147,12 @@ impl App {
         // Room for a patched answer (a 5.6 KB `kubectl apply` CREATE's is 1.2 KB with its base64
         // patch and audit annotations), so it is written without reallocating.
         let mut out = Vec::with_capacity(2048);
-        let actions = self.validation_actions;
-        let autoscalers = self.autoscalers.as_deref();
+        let review = admission::Review {
+            webhook,
+            actions: self.validation_actions,
+            autoscalers: self.autoscalers.as_deref(),
+            started,
+        };
         // No panic is expected; if one happens it costs this request (500), not the process.
         let reviewed = match received {
             Received::Frames(frames) => {
@@ -162,14 +166,7 @@ impl App {
                 }
                 if let [body] = frames.held() {
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        admission::review_slice(
-                            webhook,
-                            actions,
-                            autoscalers,
-                            body,
-                            &mut out,
-                            started,
-                        )
+                        review.answer_in_place(body, &mut out)
                     }))
                 } else {
                     // The frames go with the copy.
@@ -177,14 +174,7 @@ impl App {
                     frames.copy_into(&mut body);
                     drop(frames);
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        admission::review(
-                            webhook,
-                            actions,
-                            autoscalers,
-                            &mut body,
-                            &mut out,
-                            started,
-                        )
+                        review.answer(&mut body, &mut out)
                     }))
                 }
             }
@@ -200,12 +190,11 @@ impl App {
                     }
                 }
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    let review = if large {
-                        admission::review_whole
+                    if large {
+                        review.answer_whole(&mut body, &mut out)
                     } else {
-                        admission::review
-                    };
-                    review(webhook, actions, autoscalers, &mut body, &mut out, started)
+                        review.answer(&mut body, &mut out)
+                    }
                 }))
             }
         };

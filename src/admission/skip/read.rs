@@ -181,8 +181,8 @@ fn read_with<'i>(strings: Strings, text: &'i [u8], nodes: &mut Vec<Node<'i>>) ->
 /// Reads a member of the innermost open object (`stack`'s last) from its key's opening quote at
 /// `at`, and pushes the key. When the member is one of [`SKIPPED`](super::SKIPPED) and holds an
 /// object or an array, it skips the value (pushing an empty one) and returns the offset after it
-/// and `None`; else where the value starts and `Some` of its step in [`STEPS`]. (A small enum
-/// for the two cost 130 to 260 instructions a review more, in `benches/instructions.rs`.)
+/// and `None`; else where the value starts and `Some` of its step in [`STEPS`]. (Not a small
+/// enum for the two: that cost more a review, docs/performance.md.)
 #[allow(clippy::type_complexity)]
 #[inline(always)]
 fn member<'i>(

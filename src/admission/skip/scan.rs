@@ -5,10 +5,8 @@
 /// The offset of the `]` or `}` that closes the value opened at `open`, with brackets and braces
 /// inside strings (and escaped quotes) not counted; `None` if the text ends first, or if the value
 /// holds bytes that are not UTF-8 (the parser then reports them). Brackets and braces count alike:
-/// a mismatched pair is malformed JSON, which only the whole parse would see. Works 64 bytes at a time on bit masks, as
-/// simd-json's first stage does, because blanking pays only while the scan costs far less than
-/// parsing the array would (the 100 KB review's 20 KB array: 104,000 instructions to parse,
-/// 22,000 to scan with AVX2).
+/// a mismatched pair is malformed JSON, which only the whole parse would see. The scan costs a
+/// fifth of parsing the value (docs/performance.md, "Measured choices in the code").
 pub(super) fn value_end(body: &[u8], open: usize) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     {
@@ -38,8 +36,8 @@ fn avx2() -> bool {
         && std::is_x86_feature_detected!("pclmulqdq")
 }
 
-/// The scan compiled for AVX2: 32 bytes a compare, about 1.1 instructions a byte of the array,
-/// against 2.1 with SSE2 (callgrind, the 100 KB review's 20 KB array).
+/// The scan compiled for AVX2: 32 bytes a compare, about half the instructions a byte of the
+/// SSE2 scan (docs/performance.md).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,popcnt,pclmulqdq")]
 fn value_end_avx2(body: &[u8], open: usize) -> Option<usize> {
@@ -165,8 +163,8 @@ impl Strings {
 
 /// [`Strings::read`] 32 bytes at a time: the first quote, backslash or control character, and
 /// whether any byte before it is not ASCII. Inlined into the reader compiled for AVX2: called,
-/// it cost twice as much (saving and restoring registers), and with `position` and
-/// `str::from_utf8` four times as much (`benches/instructions.rs`).
+/// it cost about twice as much (saving and restoring registers), and written with `position`
+/// and `str::from_utf8` about four times as much (docs/performance.md).
 ///
 /// # Safety
 /// Only where the CPU has AVX2.
@@ -327,8 +325,8 @@ fn classify_bytes(block: &[u8; 64]) -> Masks {
 
 /// The bytes that follow an unescaped backslash (so are escaped). `carry`: the previous block
 /// ended with one; updated for the next block. Branch-free, as simdjson's first stage: walking
-/// backslashes one by one cost about 2,000 instructions on a `kubectl apply` review, whose
-/// last-applied annotation escapes every quote. A run of backslashes that starts on an even bit
+/// backslashes one by one cost far more on a `kubectl apply` review, whose last-applied
+/// annotation escapes every quote (docs/performance.md). A run of backslashes that starts on an even bit
 /// escapes the byte after it when its length is odd, which is when it ends on an even bit, and
 /// likewise for odd starts; adding each run's start to the run carries past its end, so the
 /// carry's position tells the parity.
