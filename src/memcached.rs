@@ -13,8 +13,9 @@ mod view;
 
 pub use read::{Malformed, read};
 pub use view::{
-    Autoscaling, Config, GracefulShutdown, HighAvailability, IntOrString, Memcached, Monitoring,
-    PodDisruptionBudget, Requested, Resources, SecretFeature, Security, ServiceMonitor, Spec,
+    Autoscaling, GracefulShutdown, HighAvailability, IntOrString, Memcached, MemcachedConfig,
+    Monitoring, PodDisruptionBudget, Requested, Resources, SecretFeature, Security, ServiceMonitor,
+    Spec,
 };
 
 /// The API group the webhooks serve.

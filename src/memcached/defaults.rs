@@ -4,7 +4,7 @@
 //! sections (`monitoring`, `highAvailability`, `autoscaling`) are never created.
 
 use crate::json::Field;
-use crate::memcached::{Config, Spec};
+use crate::memcached::{MemcachedConfig, Spec};
 use crate::patch::{Patch, Value};
 
 pub const REPLICAS: i64 = 1;
@@ -135,7 +135,7 @@ pub fn apply(spec: &Field<Spec<'_, '_>>, patch: &mut Patch<'_>, warnings: &mut V
 }
 
 /// Go value fields default on their zero value as well as when absent or null.
-fn apply_config(config: &Config<'_, '_>, patch: &mut Patch<'_>) {
+fn apply_config(config: &MemcachedConfig<'_, '_>, patch: &mut Patch<'_>) {
     let ints = [
         (
             config.max_memory_mb,

@@ -5,8 +5,9 @@
 use std::fmt;
 
 use super::view::{
-    Autoscaling, Config, GracefulShutdown, HighAvailability, IntOrString, Memcached, Monitoring,
-    PodDisruptionBudget, Requested, Resources, SecretFeature, Security, ServiceMonitor, Spec,
+    Autoscaling, GracefulShutdown, HighAvailability, IntOrString, Memcached, MemcachedConfig,
+    Monitoring, PodDisruptionBudget, Requested, Resources, SecretFeature, Security, ServiceMonitor,
+    Spec,
 };
 use crate::json::{self, Field, TypeError, Val};
 
@@ -176,8 +177,11 @@ fn read_resources<'t, 'i>(r: &mut Reader, v: Val<'t, 'i>) -> Result<Resources<'t
     Ok(res)
 }
 
-fn read_config<'t, 'i>(r: &mut Reader, v: Val<'t, 'i>) -> Result<Config<'t, 'i>, TypeError> {
-    let mut c = Config::default();
+fn read_config<'t, 'i>(
+    r: &mut Reader,
+    v: Val<'t, 'i>,
+) -> Result<MemcachedConfig<'t, 'i>, TypeError> {
+    let mut c = MemcachedConfig::default();
     for (key, v) in json::object(v, "spec.memcached")? {
         match key {
             "maxMemoryMB" => {

@@ -26,7 +26,7 @@ pub struct Spec<'t, 'i> {
     /// `spec.resources` (corev1.ResourceRequirements): only what the rules read.
     pub resources: Field<Resources<'t, 'i>>,
     /// `spec.memcached` (`*MemcachedConfig`).
-    pub memcached: Field<Config<'t, 'i>>,
+    pub memcached: Field<MemcachedConfig<'t, 'i>>,
     /// `spec.highAvailability` (`*HighAvailabilitySpec`).
     pub high_availability: Field<HighAvailability<'i>>,
     /// `spec.monitoring` (`*MonitoringSpec`).
@@ -59,7 +59,7 @@ pub struct Requested {
 
 /// `spec.memcached` (MemcachedConfig).
 #[derive(Debug, Default)]
-pub struct Config<'t, 'i> {
+pub struct MemcachedConfig<'t, 'i> {
     /// `maxMemoryMB` (`int32`, `-m`).
     pub max_memory_mb: Field<i32>,
     /// `maxConnections` (`int32`, `-c`).
