@@ -3,10 +3,12 @@
 //! it; nothing here touches a socket.
 //!
 //! The order is by worth to the API server, as Envoy's overload manager and nginx do it, not
-//! first come first served: a connection in the middle of a review is never cut; an idle
-//! keep-alive goes first (longest idle first), then one that has not completed a request
-//! (oldest first). A connection that has sent no byte holds no slot at all; past its own
-//! ceiling the oldest such connection is closed.
+//! first come first served: a connection in the middle of a review is never cut; one that has
+//! never completed a request goes first (oldest first), then an idle keep-alive (longest idle
+//! first: the bottom of a LIFO pool like Go's, the least likely to be reused in the instant of
+//! its close, `close`), then one whose next head is arriving. When every slot holds a review
+//! in service, the longest in service is asked to close after its answer. A connection that
+//! has sent no byte holds no slot at all; past its own ceiling the oldest such one is closed.
 
 use std::time::{Duration, Instant};
 
@@ -50,6 +52,8 @@ pub(crate) enum Reason {
     Incomplete = 1,
     /// Past `--max-pre-handshake-connections`: no slot, no TLS state.
     PreHandshake = 2,
+    /// Every slot held a request in service: asked to close after its answer (not cut).
+    Busy = 3,
 }
 
 /// What the policy sees of a connection holding a slot. Times are microseconds on one clock
@@ -66,22 +70,25 @@ pub(crate) struct Candidate {
     pub since_us: u64,
     /// Already told to go: not chosen twice.
     pub evicting: bool,
+    /// Already asked to close after its answer: not asked twice.
+    pub asked: bool,
 }
 
 /// The eviction order: `None` for a connection that is never cut to make room; otherwise lower
-/// goes first (idle before incomplete, then the earlier time).
-fn rank(c: &Candidate) -> Option<(Reason, u64)> {
+/// goes first (never used, then idle keep-alives, then a head arriving after answered
+/// requests; in each, the earlier time).
+fn rank(c: &Candidate) -> Option<(u8, u64, Reason)> {
     if c.evicting || c.in_flight > 0 {
         return None;
     }
     match c.phase {
         Phase::Busy | Phase::PreHandshake => None,
-        Phase::Idle if c.completed => Some((Reason::Idle, c.since_us)),
-        // A head arriving after answered requests: as old as the head.
-        Phase::Reading if c.completed => Some((Reason::Incomplete, c.since_us)),
-        Phase::Handshaking | Phase::Idle | Phase::Reading => {
-            Some((Reason::Incomplete, c.accepted_us))
+        Phase::Handshaking | Phase::Idle | Phase::Reading if !c.completed => {
+            Some((0, c.accepted_us, Reason::Incomplete))
         }
+        Phase::Idle => Some((1, c.since_us, Reason::Idle)),
+        // Most likely its client writing its next request now: last, as old as the head.
+        Phase::Handshaking | Phase::Reading => Some((2, c.since_us, Reason::Incomplete)),
     }
 }
 
@@ -94,8 +101,20 @@ pub(crate) fn victim<K>(
     candidates
         .into_iter()
         .filter_map(|(k, c)| rank(&c).map(|r| (k, r)))
-        .min_by_key(|(_, r)| *r)
-        .map(|(k, (reason, _))| (k, reason))
+        .min_by_key(|(_, (tier, at, _))| (*tier, *at))
+        .map(|(k, (_, _, reason))| (k, reason))
+}
+
+/// When [`victim`] found none: the connection to ask to close after its answer (its slot frees
+/// then, race-free), the longest in service first; `None` when each is already asked or going.
+pub(crate) fn close_after_answer<K>(
+    candidates: impl IntoIterator<Item = (K, Candidate)>,
+) -> Option<K> {
+    candidates
+        .into_iter()
+        .filter(|(_, c)| c.in_flight > 0 && !c.evicting && !c.asked)
+        .min_by_key(|(_, c)| c.since_us)
+        .map(|(k, _)| k)
 }
 
 /// Occupancy (0 to 1) above which deadlines start to shrink.
@@ -215,15 +234,27 @@ mod tests {
             accepted_us,
             since_us,
             evicting: false,
+            asked: false,
         }
     }
 
     #[test]
-    fn the_longest_idle_keep_alive_goes_first() {
+    fn a_connection_that_never_carried_a_request_goes_before_a_keep_alive() {
         let slots = [
-            ("handshaking", conn(Phase::Handshaking, false, 1, 1)),
+            ("idle since 20", conn(Phase::Idle, true, 30, 20)),
+            ("handshaking", conn(Phase::Handshaking, false, 40, 40)),
+            ("never used", conn(Phase::Idle, false, 35, 36)),
+            ("busy", conn(Phase::Busy, true, 0, 0)),
+        ];
+        assert_eq!(victim(slots), Some(("never used", Reason::Incomplete)));
+    }
+
+    #[test]
+    fn then_the_longest_idle_keep_alive() {
+        let slots = [
             ("idle since 50", conn(Phase::Idle, true, 2, 50)),
             ("idle since 20", conn(Phase::Idle, true, 30, 20)),
+            ("next head arriving", conn(Phase::Reading, true, 1, 10)),
             ("busy", conn(Phase::Busy, true, 0, 0)),
         ];
         assert_eq!(victim(slots), Some(("idle since 20", Reason::Idle)));
@@ -239,7 +270,7 @@ mod tests {
     }
 
     #[test]
-    fn then_the_oldest_connection_without_a_completed_request() {
+    fn among_incomplete_ones_the_oldest_and_a_next_head_last() {
         let slots = [
             ("fresh, no request yet", conn(Phase::Idle, false, 40, 45)),
             (
@@ -253,15 +284,31 @@ mod tests {
             victim(slots),
             Some(("slow head, first request", Reason::Incomplete))
         );
-        // A head trickling in after answered requests is as old as the head.
+        // A head arriving after answered requests goes last, as old as the head.
         let slots = [
-            ("handshaking", conn(Phase::Handshaking, false, 20, 20)),
             ("slow second head", conn(Phase::Reading, true, 0, 5)),
+            ("idle", conn(Phase::Idle, true, 20, 20)),
         ];
+        assert_eq!(victim(slots), Some(("idle", Reason::Idle)));
+        let slots = [("slow second head", conn(Phase::Reading, true, 0, 5))];
         assert_eq!(
             victim(slots),
             Some(("slow second head", Reason::Incomplete))
         );
+    }
+
+    #[test]
+    fn with_every_slot_in_service_the_longest_in_service_is_asked_once() {
+        let mut asked = conn(Phase::Busy, true, 0, 1);
+        asked.asked = true;
+        let slots = [
+            ("since 30", conn(Phase::Busy, true, 1, 30)),
+            ("asked", asked),
+            ("since 10", conn(Phase::Busy, false, 2, 10)),
+            ("idle", conn(Phase::Idle, true, 3, 5)),
+        ];
+        assert_eq!(close_after_answer(slots), Some("since 10"));
+        assert_eq!(close_after_answer([("asked", asked)]), None);
     }
 
     #[test]
@@ -285,6 +332,7 @@ mod tests {
         assert_eq!(labels[Reason::Idle as usize], "idle");
         assert_eq!(labels[Reason::Incomplete as usize], "incomplete");
         assert_eq!(labels[Reason::PreHandshake as usize], "pre_handshake");
+        assert_eq!(labels[Reason::Busy as usize], "busy");
     }
 
     #[test]
