@@ -59,18 +59,21 @@ fn head(length: usize) -> String {
 
 /// Reads a response head; its status code, 0 when the connection ended first.
 async fn status(tls: &mut TlsStream<TcpStream>) -> u16 {
+    let head = response_head(tls).await;
+    head.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+/// What arrived up to the end of a response head (empty when the connection ended first).
+async fn response_head(tls: &mut TlsStream<TcpStream>) -> String {
     let mut seen = Vec::new();
     let mut buf = [0u8; 4096];
     while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
         match tls.read(&mut buf).await {
-            Ok(0) | Err(_) => return 0,
+            Ok(0) | Err(_) => return String::new(),
             Ok(n) => seen.extend_from_slice(&buf[..n]),
         }
     }
-    std::str::from_utf8(&seen[9..12])
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
+    String::from_utf8_lossy(&seen).into_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -182,18 +185,31 @@ async fn a_request_in_service_is_never_cut_to_make_room() {
         async move { util::still_serving_at(addr, &ca).await }
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
-    // The bodies finish: every review is answered, none was cut.
+    // The bodies finish: every review is answered, none was cut. The longest in service (the
+    // first) was asked to close after its answer, to hand its slot over without a race.
     for tls in &mut busy {
         tls.write_all(rest).await.unwrap();
         tls.flush().await.unwrap();
     }
-    for tls in &mut busy {
+    let first = response_head(&mut busy[0]).await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    assert!(
+        first.to_ascii_lowercase().contains("connection: close"),
+        "{first}"
+    );
+    for tls in &mut busy[1..] {
         assert_eq!(status(tls).await, 200, "a review in service was cut");
     }
     tokio::time::timeout(ANSWERED_WITHIN, waiting)
         .await
         .expect("the waiting client is answered once slots free up")
         .unwrap();
+    let text = server.scrape().await;
+    let asked = sample(
+        &text,
+        r#"memcached_webhook_connection_evictions_total{reason="busy"}"#,
+    );
+    assert!(asked >= 1.0, "{asked}");
     server.stop().await.unwrap();
 }
 

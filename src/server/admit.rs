@@ -3,12 +3,14 @@
 //! it; nothing here touches a socket.
 //!
 //! The order is by worth to the API server, as Envoy's overload manager and nginx do it, not
-//! first come first served: a connection in the middle of a review is never cut; one that has
-//! never completed a request goes first (oldest first), then an idle keep-alive (longest idle
-//! first: the bottom of a LIFO pool like Go's, the least likely to be reused in the instant of
-//! its close, `close`), then one whose next head is arriving. When every slot holds a review
-//! in service, the longest in service is asked to close after its answer. A connection that
-//! has sent no byte holds no slot at all; past its own ceiling the oldest such one is closed.
+//! first come first served: a connection in the middle of a review is never cut; one idle
+//! since its handshake goes first (longest idle first: a flood's), then one in its handshake
+//! (oldest first), then an idle keep-alive (longest idle first: the bottom of a LIFO pool like
+//! Go's, the least likely to be reused in the instant of its close, `close`), then one whose
+//! head is arriving (closed after its answer, `conn`). When every
+//! slot holds a review in service, the longest in service is asked to close after its answer.
+//! A connection that has sent no byte holds no slot at all; past its own ceiling the oldest
+//! such one is closed.
 
 use std::time::{Duration, Instant};
 
@@ -75,20 +77,20 @@ pub(crate) struct Candidate {
 }
 
 /// The eviction order: `None` for a connection that is never cut to make room; otherwise lower
-/// goes first (never used, then idle keep-alives, then a head arriving after answered
-/// requests; in each, the earlier time).
+/// goes first (idle since its handshake, handshaking, idle keep-alives, a head arriving; in
+/// each, the earlier time). A keep-alive goes after handshakes: under a flood those are the
+/// flood's, and closing a keep-alive may meet a request its client is writing (`close`).
 fn rank(c: &Candidate) -> Option<(u8, u64, Reason)> {
     if c.evicting || c.in_flight > 0 {
         return None;
     }
     match c.phase {
         Phase::Busy | Phase::PreHandshake => None,
-        Phase::Handshaking | Phase::Idle | Phase::Reading if !c.completed => {
-            Some((0, c.accepted_us, Reason::Incomplete))
-        }
-        Phase::Idle => Some((1, c.since_us, Reason::Idle)),
-        // Most likely its client writing its next request now: last, as old as the head.
-        Phase::Handshaking | Phase::Reading => Some((2, c.since_us, Reason::Incomplete)),
+        Phase::Idle if !c.completed => Some((0, c.since_us, Reason::Incomplete)),
+        Phase::Handshaking => Some((1, c.accepted_us, Reason::Incomplete)),
+        Phase::Idle => Some((2, c.since_us, Reason::Idle)),
+        // Most likely its client writing a request now: last, as old as the head.
+        Phase::Reading => Some((3, c.since_us, Reason::Incomplete)),
     }
 }
 
@@ -242,8 +244,9 @@ mod tests {
     fn a_connection_that_never_carried_a_request_goes_before_a_keep_alive() {
         let slots = [
             ("idle since 20", conn(Phase::Idle, true, 30, 20)),
-            ("handshaking", conn(Phase::Handshaking, false, 40, 40)),
+            ("handshaking", conn(Phase::Handshaking, false, 10, 10)),
             ("never used", conn(Phase::Idle, false, 35, 36)),
+            ("never used, newer", conn(Phase::Idle, false, 5, 40)),
             ("busy", conn(Phase::Busy, true, 0, 0)),
         ];
         assert_eq!(victim(slots), Some(("never used", Reason::Incomplete)));
@@ -270,31 +273,24 @@ mod tests {
     }
 
     #[test]
-    fn among_incomplete_ones_the_oldest_and_a_next_head_last() {
+    fn a_handshake_before_a_keep_alive_and_a_head_arriving_last() {
         let slots = [
-            ("fresh, no request yet", conn(Phase::Idle, false, 40, 45)),
-            (
-                "slow head, first request",
-                conn(Phase::Reading, false, 10, 90),
-            ),
+            ("slow head", conn(Phase::Reading, false, 10, 11)),
             ("handshaking", conn(Phase::Handshaking, false, 20, 20)),
-            ("busy", conn(Phase::Busy, false, 0, 0)),
+            ("idle", conn(Phase::Idle, true, 30, 30)),
         ];
-        assert_eq!(
-            victim(slots),
-            Some(("slow head, first request", Reason::Incomplete))
-        );
-        // A head arriving after answered requests goes last, as old as the head.
+        assert_eq!(victim(slots), Some(("handshaking", Reason::Incomplete)));
         let slots = [
-            ("slow second head", conn(Phase::Reading, true, 0, 5)),
-            ("idle", conn(Phase::Idle, true, 20, 20)),
+            ("slow head", conn(Phase::Reading, false, 10, 11)),
+            ("idle", conn(Phase::Idle, true, 30, 30)),
         ];
         assert_eq!(victim(slots), Some(("idle", Reason::Idle)));
-        let slots = [("slow second head", conn(Phase::Reading, true, 0, 5))];
-        assert_eq!(
-            victim(slots),
-            Some(("slow second head", Reason::Incomplete))
-        );
+        // Of two heads arriving, the one arriving longest, whether first or next.
+        let slots = [
+            ("first head", conn(Phase::Reading, false, 1, 50)),
+            ("next head", conn(Phase::Reading, true, 0, 5)),
+        ];
+        assert_eq!(victim(slots), Some(("next head", Reason::Incomplete)));
     }
 
     #[test]

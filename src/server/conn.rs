@@ -171,6 +171,9 @@ impl Shared {
         let (mut draining, mut evicted) = (false, None::<Instant>);
         let (reason, when) = loop {
             let step = tokio::select! {
+                // hyper first: bytes that arrived are read (a head begun) before an eviction
+                // looks at what the connection is doing.
+                biased;
                 result = http.as_mut() => {
                     if let Err(e) = &result {
                         tracing::debug!(%peer, error = %e, "connection ended with an error");
@@ -202,6 +205,10 @@ impl Shared {
                         evicted = Some(Instant::now());
                     }
                 }
+                Step::AfterAnswer => {
+                    conn.close_after_answer();
+                    evicted = Some(Instant::now());
+                }
             }
         };
         tracing::debug!(%peer, ?reason, ?when, "connection closed");
@@ -211,7 +218,12 @@ impl Shared {
     /// The deadlines: an evicted connection that has not closed in time, the header and idle
     /// ones.
     fn on_tick(&self, conn: &Conn, evicted: Option<Instant>) -> Step {
-        if evicted.is_some_and(|at| at.elapsed() >= EVICTION_GRACE) && !conn.in_service() {
+        // Not once its answer said close: hyper closes it right after writing that answer.
+        let seen = conn.seen();
+        if evicted.is_some_and(|at| at.elapsed() >= EVICTION_GRACE)
+            && !conn.in_service()
+            && !seen.said_close
+        {
             return Step::Close(Reason::Eviction, idle_or_mid(conn));
         }
         match conn.expired(self.limits.headers, self.limits.idle, self.slots.factor()) {
@@ -227,6 +239,9 @@ enum Step {
     /// hyper's graceful close: HTTP/1 closes once the answer in service is out (and says so),
     /// HTTP/2 sends GOAWAY.
     Graceful,
+    /// HTTP/1 with a head arriving: its answer says close; cut if it is not in service within
+    /// [`EVICTION_GRACE`] (hyper's graceful close would cut the head).
+    AfterAnswer,
     Close(Reason, When),
 }
 
@@ -244,8 +259,12 @@ fn on_evict(conn: &Conn, h2: bool) -> Step {
         // Asked: HTTP/1 answers say so (the service); HTTP/2 gets GOAWAY.
         return if h2 { Step::Graceful } else { Step::Go };
     }
-    // HTTP/1 between requests (or a head arriving) is simply closed: `admit` picks such a
-    // keep-alive only after every connection that never carried a request.
+    // A request head arriving is most likely its client's next request: answered, then closed.
+    if !h2 && conn.reading_with_room_to_linger() {
+        return Step::AfterAnswer;
+    }
+    // HTTP/1 between requests is simply closed (`admit` picks a used keep-alive only after
+    // every connection idle since its handshake: `close` on the window that leaves).
     if !conn.worth_keeping() || (!h2 && !conn.in_service()) {
         return Step::Close(Reason::Eviction, idle_or_mid(conn));
     }

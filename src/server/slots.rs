@@ -303,6 +303,19 @@ impl Conn {
         self.asked.load(Ordering::Acquire)
     }
 
+    /// Its next answer says `Connection: close` (an evicted connection with a head arriving).
+    pub(crate) fn close_after_answer(&self) {
+        self.asked.store(true, Ordering::Release);
+    }
+
+    /// An HTTP/1 request head is arriving, and few connections told to go are still open: it
+    /// may be answered before it closes (at most an eighth of the slots linger so, which bounds
+    /// what a churning flood of slow heads holds).
+    pub(crate) fn reading_with_room_to_linger(&self) -> bool {
+        self.phase() == Phase::Reading
+            && lock(&self.slots.held).leaving <= self.slots.capacity.div_ceil(8)
+    }
+
     /// Its answer (or GOAWAY) says close: the end that follows is the server's, race-free.
     pub(crate) fn say_close(&self) {
         self.said_close.store(true, Ordering::Release);

@@ -39,6 +39,8 @@ mod lifecycle;
 mod outage;
 /// reinvocationPolicy: IfNeeded with a later mutating webhook.
 mod reinvocation;
+/// Rolling updates behind a kube-proxy-like balancer while writes go on (docs/availability.md).
+mod roll;
 /// Certificate rotation (the kubelet's ..data swap) while writes go on.
 mod rotation;
 /// Every rule family refuses through the API server; warnings reach kubectl.
@@ -63,6 +65,7 @@ fn all_checks() -> Vec<Check> {
         handover::checks(),
         outage::checks(),
         autoscalers::checks(),
+        roll::checks(),
     ]
     .into_iter()
     .flatten()
