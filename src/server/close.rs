@@ -57,14 +57,14 @@ pub(crate) struct Seen {
 /// How a connection that hyper ended on its own is counted: after an answer that said close,
 /// it was the server's decision (`decided`: shutdown or eviction); otherwise its client closed
 /// it (`Ok`) or it failed.
-pub(crate) fn ended(ok: bool, decided: Option<Reason>, seen: Seen) -> (Reason, When) {
+pub(crate) fn ended(ok: bool, decided: Reason, seen: Seen) -> (Reason, When) {
     let when = if seen.idle {
         When::Idle
     } else {
         When::MidRequest
     };
     match (ok, seen.said_close) {
-        (true, true) => (decided.unwrap_or(Reason::Shutdown), When::AfterAnswer),
+        (true, true) => (decided, When::AfterAnswer),
         (true, false) => (Reason::Client, when),
         (false, _) => (Reason::Error, when),
     }
@@ -120,30 +120,42 @@ mod tests {
             idle: true,
         };
         assert_eq!(
-            ended(true, Some(Reason::Shutdown), said),
+            ended(true, Reason::Shutdown, said),
             (Reason::Shutdown, When::AfterAnswer)
         );
         assert_eq!(
-            ended(true, Some(Reason::Eviction), said),
+            ended(true, Reason::Eviction, said),
             (Reason::Eviction, When::AfterAnswer)
         );
     }
 
     #[test]
     fn otherwise_the_client_closed_it_or_it_failed() {
-        assert_eq!(ended(true, None, IDLE), (Reason::Client, When::Idle));
+        assert_eq!(
+            ended(true, Reason::Eviction, IDLE),
+            (Reason::Client, When::Idle)
+        );
         // Shutdown had begun, but no answer said close yet: the client closed its idle one.
         assert_eq!(
-            ended(true, Some(Reason::Shutdown), IDLE),
+            ended(true, Reason::Shutdown, IDLE),
             (Reason::Client, When::Idle)
         );
         let mid = Seen {
             said_close: false,
             idle: false,
         };
-        assert_eq!(ended(true, None, mid), (Reason::Client, When::MidRequest));
-        assert_eq!(ended(false, None, mid), (Reason::Error, When::MidRequest));
-        assert_eq!(ended(false, None, IDLE), (Reason::Error, When::Idle));
+        assert_eq!(
+            ended(true, Reason::Shutdown, mid),
+            (Reason::Client, When::MidRequest)
+        );
+        assert_eq!(
+            ended(false, Reason::Shutdown, mid),
+            (Reason::Error, When::MidRequest)
+        );
+        assert_eq!(
+            ended(false, Reason::Eviction, IDLE),
+            (Reason::Error, When::Idle)
+        );
     }
 
     #[test]

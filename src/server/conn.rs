@@ -183,7 +183,7 @@ impl Shared {
                     } else {
                         Reason::Shutdown
                     };
-                    break close::ended(result.is_ok(), Some(decided), conn.seen());
+                    break close::ended(result.is_ok(), decided, conn.seen());
                 }
                 () = tokio::time::sleep(self.limits.tick) => self.on_tick(&conn, evicted),
                 () = conn.evict.notified(), if evicted.is_none() => on_evict(&conn, h2),

@@ -37,6 +37,8 @@ const NS: &str = "roll";
 /// How long after its SIGTERM a pod leaves the endpoints (the kubelet, the EndpointSlice
 /// controller and kube-proxy in turn).
 const ENDPOINT_LAG: Duration = Duration::from_secs(1);
+/// How often terminated pods are looked at: their exit times are this precise.
+const TICK: Duration = Duration::from_millis(100);
 
 /// What one run does.
 struct Plan {
@@ -137,6 +139,15 @@ impl Pods {
         self.launch.start()
     }
 
+    /// Sleeps `span`, looking every 100 ms for terminated pods that have exited.
+    fn wait(&mut self, span: Duration) {
+        let until = Instant::now() + span;
+        while Instant::now() < until {
+            self.reap();
+            std::thread::sleep(until.saturating_duration_since(Instant::now()).min(TICK));
+        }
+    }
+
     /// Terminated pods that have exited since the last look.
     fn reap(&mut self) {
         let exits = &mut self.exits;
@@ -196,7 +207,7 @@ fn rolling_updates_under_writes_fail_no_write(env: &Env) {
         phases.push(name);
         writes.phase.store(phases.len() - 1, Ordering::Release);
     };
-    std::thread::sleep(Duration::from_secs(2));
+    pods.wait(Duration::from_secs(2));
     for roll in 1..=plan.rolls {
         phase(format!("roll {roll}"));
         for _ in 0..2 {
@@ -204,25 +215,23 @@ fn rolling_updates_under_writes_fail_no_write(env: &Env) {
         }
     }
     phase("after the rolls".to_owned());
-    std::thread::sleep(plan.tail);
+    pods.wait(plan.tail);
     let mut flood_closed = None;
     if plan.bench {
         phase("drain".to_owned());
         drain(&mut pods, &balancer);
-        std::thread::sleep(plan.tail);
+        pods.wait(plan.tail);
         phase("flood".to_owned());
         let ca = pods.launch.ca.pem.clone();
-        let closed = runtime.block_on(load::flood(
-            balancer.addr,
-            &ca,
-            2_000,
-            Duration::from_secs(15),
-        ));
+        let (addr, hold) = (balancer.addr, Duration::from_secs(15));
+        let flood = runtime.spawn(async move { load::flood(addr, &ca, 2_000, hold).await });
+        pods.wait(hold);
+        let closed = runtime.block_on(flood).unwrap();
         flood_closed = Some((closed, connection_counters(&pods.serving)));
-        std::thread::sleep(Duration::from_secs(2));
+        pods.wait(Duration::from_secs(2));
         phase("crash".to_owned());
         crash(&mut pods, &balancer);
-        std::thread::sleep(plan.tail);
+        pods.wait(plan.tail);
     }
     writes.stop.store(true, Ordering::Release);
     runtime.block_on(writer).unwrap();
@@ -252,18 +261,18 @@ fn surge(pods: &mut Pods, balancer: &Balancer, settle: Duration) {
     let new = pods.start();
     balancer.add(new.addr);
     pods.serving.push(new);
-    std::thread::sleep(settle);
+    pods.wait(settle);
     terminate(pods, balancer);
-    pods.reap();
 }
 
 /// The oldest serving pod gets SIGTERM and leaves the endpoints a moment later.
 fn terminate(pods: &mut Pods, balancer: &Balancer) {
     let old = pods.serving.remove(0);
     old.signal(Signal::TERM);
-    std::thread::sleep(ENDPOINT_LAG);
-    balancer.remove(old.addr);
-    pods.leaving.push((old, Instant::now() - ENDPOINT_LAG));
+    let (addr, at) = (old.addr, Instant::now());
+    pods.leaving.push((old, at));
+    pods.wait(ENDPOINT_LAG);
+    balancer.remove(addr);
 }
 
 /// A node drain: the pod is evicted (SIGTERM) and its replacement starts at the same time,
