@@ -113,26 +113,8 @@ impl Shared {
         mut drain: watch::Receiver<bool>,
     ) {
         let conn = ticket.0.clone();
-        let timeout = admit::scaled(self.limits.handshake, self.slots.factor());
-        let tls = tokio::select! {
-            tls = tokio::time::timeout(timeout, self.acceptor.accept(tcp)) => tls,
-            () = conn.evict.notified() => {
-                tracing::debug!(%peer, "closed in its handshake to make room");
-                return;
-            }
-        };
-        let tls = match tls {
-            Ok(Ok(tls)) => tls,
-            Ok(Err(e)) => {
-                tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                self.metrics.handshake_failures.inc();
-                return;
-            }
-            Err(_) => {
-                tracing::debug!(%peer, "TLS handshake timed out");
-                self.metrics.handshake_timeouts.inc();
-                return;
-            }
+        let Some(tls) = self.handshake(tcp, peer, &conn).await else {
+            return;
         };
         conn.handshake_done();
         self.metrics.connections_open.inc();
@@ -174,25 +156,12 @@ impl Shared {
                 // hyper first: bytes that arrived are read (a head begun) before an eviction
                 // looks at what the connection is doing.
                 biased;
-                result = http.as_mut() => {
-                    if let Err(e) = &result {
-                        tracing::debug!(%peer, error = %e, "connection ended with an error");
-                    }
-                    let decided = if conn.evicting() || conn.asked() {
-                        Reason::Eviction
-                    } else {
-                        Reason::Shutdown
-                    };
-                    break close::ended(result.is_ok(), decided, conn.seen());
-                }
+                result = http.as_mut() => break ended(&conn, peer, result),
                 () = tokio::time::sleep(self.limits.tick) => self.on_tick(&conn, evicted),
                 () = conn.evict.notified(), if evicted.is_none() => on_evict(&conn, h2),
                 _ = drain.wait_for(|d| *d), if !draining => {
                     draining = true;
-                    match close::on_drain(h2) {
-                        close::Drain::GoAway => Step::Graceful,
-                        close::Drain::Wait => Step::Go,
-                    }
+                    on_drain(h2)
                 }
             };
             match step {
@@ -213,6 +182,37 @@ impl Shared {
         };
         tracing::debug!(%peer, ?reason, ?when, "connection closed");
         self.metrics.connections.closed[reason as usize][when as usize].inc();
+    }
+
+    /// The TLS handshake, under its deadline; `None` when it failed, timed out or the
+    /// connection was told to go meanwhile.
+    async fn handshake(
+        &self,
+        tcp: TcpStream,
+        peer: SocketAddr,
+        conn: &Conn,
+    ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+        let timeout = admit::scaled(self.limits.handshake, self.slots.factor());
+        let tls = tokio::select! {
+            tls = tokio::time::timeout(timeout, self.acceptor.accept(tcp)) => tls,
+            () = conn.evict.notified() => {
+                tracing::debug!(%peer, "closed in its handshake to make room");
+                return None;
+            }
+        };
+        match tls {
+            Ok(Ok(tls)) => Some(tls),
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                self.metrics.handshake_failures.inc();
+                None
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake timed out");
+                self.metrics.handshake_timeouts.inc();
+                None
+            }
+        }
     }
 
     /// The deadlines: an evicted connection that has not closed in time, the header and idle
@@ -243,6 +243,31 @@ enum Step {
     /// [`EVICTION_GRACE`] (hyper's graceful close would cut the head).
     AfterAnswer,
     Close(Reason, When),
+}
+
+/// hyper ended the connection: who closed it, and when (`close::ended`).
+fn ended<E: std::fmt::Display>(
+    conn: &Conn,
+    peer: SocketAddr,
+    result: Result<(), E>,
+) -> (Reason, When) {
+    if let Err(e) = &result {
+        tracing::debug!(%peer, error = %e, "connection ended with an error");
+    }
+    let decided = if conn.evicting() || conn.asked() {
+        Reason::Eviction
+    } else {
+        Reason::Shutdown
+    };
+    close::ended(result.is_ok(), decided, conn.seen())
+}
+
+/// The listener closed (`close::on_drain`).
+fn on_drain(h2: bool) -> Step {
+    match close::on_drain(h2) {
+        close::Drain::GoAway => Step::Graceful,
+        close::Drain::Wait => Step::Go,
+    }
 }
 
 fn idle_or_mid(conn: &Conn) -> When {

@@ -170,34 +170,8 @@ fn rolling_updates_under_writes_fail_no_write(env: &Env) {
         .build()
         .unwrap();
     let balancer = Balancer::start(runtime.handle());
-    let mut pods = Pods {
-        launch: Launch {
-            binary: plan.binary.clone(),
-            ca: Arc::new(Ca::new("roll CA")),
-            args: shipped_args(&env.cluster.kubeconfig),
-        },
-        serving: Vec::new(),
-        leaving: Vec::new(),
-        exits: Vec::new(),
-    };
-    for _ in 0..2 {
-        let pod = pods.start();
-        balancer.add(pod.addr);
-        pods.serving.push(pod);
-    }
     let _restore = Restore(env);
-    let mut configurations = pods.serving[0].configurations();
-    for doc in &mut configurations {
-        for hook in doc["webhooks"].as_array_mut().unwrap() {
-            let url = hook["clientConfig"]["url"].as_str().unwrap();
-            let url = url.replace(
-                &pods.serving[0].addr.to_string(),
-                &balancer.addr.to_string(),
-            );
-            hook["clientConfig"]["url"] = url.into();
-        }
-    }
-    webhook::install_webhooks(&env.cluster, configurations);
+    let mut pods = two_pods_behind(env, &plan, &balancer);
 
     let writes = Writes::new();
     let client = runtime.block_on(load::client(&env.cluster.kubeconfig));
@@ -216,23 +190,9 @@ fn rolling_updates_under_writes_fail_no_write(env: &Env) {
     }
     phase("after the rolls".to_owned());
     pods.wait(plan.tail);
-    let mut flood_closed = None;
-    if plan.bench {
-        phase("drain".to_owned());
-        drain(&mut pods, &balancer);
-        pods.wait(plan.tail);
-        phase("flood".to_owned());
-        let ca = pods.launch.ca.pem.clone();
-        let (addr, hold) = (balancer.addr, Duration::from_secs(15));
-        let flood = runtime.spawn(async move { load::flood(addr, &ca, 2_000, hold).await });
-        pods.wait(hold);
-        let closed = runtime.block_on(flood).unwrap();
-        flood_closed = Some((closed, connection_counters(&pods.serving)));
-        pods.wait(Duration::from_secs(2));
-        phase("crash".to_owned());
-        crash(&mut pods, &balancer);
-        pods.wait(plan.tail);
-    }
+    let flood_closed = plan
+        .bench
+        .then(|| drain_flood_crash(&mut pods, &balancer, &runtime, &plan, &mut phase));
     writes.stop.store(true, Ordering::Release);
     runtime.block_on(writer).unwrap();
     pods.reap();
@@ -254,6 +214,64 @@ fn rolling_updates_under_writes_fail_no_write(env: &Env) {
     }
     // Pods still draining (idle keep-alives the API server has not closed yet) are killed.
     drop(pods);
+}
+
+/// Two ready pods, the balancer in front of them, the webhooks registered at the balancer.
+fn two_pods_behind(env: &Env, plan: &Plan, balancer: &Balancer) -> Pods {
+    let mut pods = Pods {
+        launch: Launch {
+            binary: plan.binary.clone(),
+            ca: Arc::new(Ca::new("roll CA")),
+            args: shipped_args(&env.cluster.kubeconfig),
+        },
+        serving: Vec::new(),
+        leaving: Vec::new(),
+        exits: Vec::new(),
+    };
+    for _ in 0..2 {
+        let pod = pods.start();
+        balancer.add(pod.addr);
+        pods.serving.push(pod);
+    }
+    let (pod, at) = (pods.serving[0].addr.to_string(), balancer.addr.to_string());
+    let mut configurations = pods.serving[0].configurations();
+    for doc in &mut configurations {
+        for hook in doc["webhooks"].as_array_mut().unwrap() {
+            let url = hook["clientConfig"]["url"]
+                .as_str()
+                .unwrap()
+                .replace(&pod, &at);
+            hook["clientConfig"]["url"] = url.into();
+        }
+    }
+    webhook::install_webhooks(&env.cluster, configurations);
+    pods
+}
+
+/// The benchmark's other disruptions, each its own phase; the flood's closes and the pods'
+/// connection counters after it.
+fn drain_flood_crash(
+    pods: &mut Pods,
+    balancer: &Balancer,
+    runtime: &tokio::runtime::Runtime,
+    plan: &Plan,
+    phase: &mut impl FnMut(String),
+) -> (u64, String) {
+    phase("drain".to_owned());
+    drain(pods, balancer);
+    pods.wait(plan.tail);
+    phase("flood".to_owned());
+    let ca = pods.launch.ca.pem.clone();
+    let (addr, hold) = (balancer.addr, Duration::from_secs(15));
+    let flood = runtime.spawn(async move { load::flood(addr, &ca, 2_000, hold).await });
+    pods.wait(hold);
+    let closed = runtime.block_on(flood).unwrap();
+    let counters = connection_counters(&pods.serving);
+    pods.wait(Duration::from_secs(2));
+    phase("crash".to_owned());
+    crash(pods, balancer);
+    pods.wait(plan.tail);
+    (closed, counters)
 }
 
 /// One step of a rolling update: a new pod joins, the oldest serving one goes.
