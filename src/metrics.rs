@@ -152,16 +152,29 @@ pub struct Metrics {
 pub struct Connections {
     /// Indexed by state: pre_handshake, handshaking, idle, active.
     pub by_state: [Gauge; 4],
-    /// Indexed by reason: idle, incomplete, pre_handshake.
-    pub evictions: [Counter; 3],
+    /// Indexed by reason: idle, incomplete, pre_handshake, busy.
+    pub evictions: [Counter; 4],
     /// Seconds during which a new connection found no free slot (or the pre-handshake ceiling).
     pub pressure_seconds: Counter<f64, AtomicU64>,
+    /// Connections past their handshake that ended, by [`CLOSE_REASONS`] and [`CLOSE_WHEN`].
+    pub closed: [[Counter; 3]; 6],
 }
 
 /// The `state` labels of `memcached_webhook_connections`, in [`Connections::by_state`] order.
 pub const CONNECTION_STATES: [&str; 4] = ["pre_handshake", "handshaking", "idle", "active"];
 /// The `reason` labels of `memcached_webhook_connection_evictions_total`, in order.
-pub const EVICTION_REASONS: [&str; 3] = ["idle", "incomplete", "pre_handshake"];
+pub const EVICTION_REASONS: [&str; 4] = ["idle", "incomplete", "pre_handshake", "busy"];
+/// The `reason` labels of `memcached_webhook_connections_closed_total` (`server::close`).
+pub const CLOSE_REASONS: [&str; 6] = [
+    "shutdown",
+    "idle_timeout",
+    "header_timeout",
+    "eviction",
+    "client",
+    "error",
+];
+/// Its `when` labels: only an `idle` close by the server can meet a request being written.
+pub const CLOSE_WHEN: [&str; 3] = ["after_answer", "idle", "mid_request"];
 
 /// `--max-inflight-body-bytes`: how much is held, and how often requests waited or were refused.
 #[derive(Debug, Default)]
@@ -313,6 +326,7 @@ impl Metrics {
             evictions: EVICTION_REASONS
                 .map(|l| evictions.get_or_create(&vec![("reason", l)]).clone()),
             pressure_seconds: Counter::default(),
+            closed: register_closed(&mut registry),
         };
         registry.register(
             "memcached_webhook_connections",
@@ -323,7 +337,8 @@ impl Metrics {
         registry.register(
             "memcached_webhook_connection_evictions",
             "Connections closed to make room for new ones, by reason: idle (keep-alive between \
-             requests), incomplete (no request completed yet), pre_handshake (past its ceiling)",
+             requests), incomplete (no request completed yet), pre_handshake (past its ceiling), \
+             busy (every slot in service: asked to close after its answer)",
             evictions,
         );
         registry.register(
@@ -483,6 +498,27 @@ impl Metrics {
         encode_eof(&mut out).expect("writing to a String cannot fail");
         out
     }
+}
+
+/// `memcached_webhook_connections_closed_total{reason, when}`, every series created up front.
+fn register_closed(registry: &mut Registry) -> [[Counter; 3]; 6] {
+    let family = Family::<Labels, Counter>::default();
+    let closed = CLOSE_REASONS.map(|reason| {
+        CLOSE_WHEN.map(|when| {
+            family
+                .get_or_create(&vec![("reason", reason), ("when", when)])
+                .clone()
+        })
+    });
+    registry.register(
+        "memcached_webhook_connections_closed",
+        "Webhook connections past their TLS handshake that ended, by reason (shutdown, \
+         idle_timeout, header_timeout, eviction, client, error) and when: after_answer (the \
+         answer said Connection: close, or HTTP/2 GOAWAY), idle (between requests: a server close \
+         here may meet a request the client is writing), mid_request",
+        family,
+    );
+    closed
 }
 
 impl Process {

@@ -1,10 +1,12 @@
 //! Listeners, connections and shutdown: the webhook port (TLS, HTTP/1.1 and optionally HTTP/2)
 //! and the plain-HTTP health port. Every wait on a client has a deadline and every input a cap
 //! (see [`conn`]); accepting never waits for a slot (see [`admit`] for who gives way); SIGTERM
-//! turns readiness off, stops accepting and drains within a bound.
+//! turns readiness off, makes every answer say `Connection: close`, stops accepting and
+//! drains within a bound, leaving idle keep-alives to their clients (see [`close`]).
 
 mod admit;
 pub mod budget;
+mod close;
 mod conn;
 pub mod health;
 pub mod route;
@@ -253,12 +255,14 @@ pub async fn serve(
         "serving admission webhooks"
     );
 
-    // Readiness fails as soon as the signal arrives; accepting goes on for --shutdown-delay so
-    // that Service endpoints drop this pod before its listener closes.
+    // Readiness fails as soon as the signal arrives, and every answer from then on says
+    // `Connection: close` (the client retires each connection after its answer); accepting
+    // goes on for --shutdown-delay so that Service endpoints drop this pod before its listener
+    // closes.
     let stop = async {
         shutdown.await;
         state.shutting_down.store(true, Ordering::Release);
-        tracing::info!(delay = ?config.shutdown_delay, "shutdown requested; /readyz now fails");
+        tracing::info!(delay = ?config.shutdown_delay, "shutdown requested; /readyz now fails and every answer says Connection: close");
         tokio::time::sleep(config.shutdown_delay).await;
     };
     let mut stop = std::pin::pin!(stop);
@@ -269,6 +273,7 @@ pub async fn serve(
         limits,
         metrics: state.metrics.clone(),
         slots: slots.clone(),
+        state: state.clone(),
     });
     let mut last_warning = None::<std::time::Instant>;
     loop {
@@ -299,13 +304,28 @@ pub async fn serve(
     drop(listeners.webhook);
     drop(drained);
     let open = drain.receiver_count();
-    tracing::info!(open, grace = ?config.shutdown_grace_period, "listener closed; draining connections");
+    let by_state = |i: usize| state.metrics.connections.by_state[i].get();
+    tracing::info!(
+        open,
+        idle = by_state(2),
+        grace = ?config.shutdown_grace_period,
+        "listener closed; draining: each connection closes after its next answer, an idle one \
+         when its client closes it (HTTP/2: GOAWAY)"
+    );
     let _ = drain.send(true);
     if tokio::time::timeout(config.shutdown_grace_period, drain.closed())
         .await
         .is_err()
     {
-        tracing::warn!("grace period over; closing the remaining connections");
+        tracing::warn!(
+            open = drain.receiver_count(),
+            idle = by_state(2),
+            active = by_state(3),
+            "grace period over; closing the remaining connections (a client reusing an idle one \
+             just now may see EOF: docs/availability.md)"
+        );
+    } else {
+        tracing::info!("every connection closed; exiting");
     }
     health.abort();
     if let Some(watch) = watch {

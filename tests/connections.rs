@@ -59,18 +59,21 @@ fn head(length: usize) -> String {
 
 /// Reads a response head; its status code, 0 when the connection ended first.
 async fn status(tls: &mut TlsStream<TcpStream>) -> u16 {
+    let head = response_head(tls).await;
+    head.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+/// What arrived up to the end of a response head (empty when the connection ended first).
+async fn response_head(tls: &mut TlsStream<TcpStream>) -> String {
     let mut seen = Vec::new();
     let mut buf = [0u8; 4096];
     while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
         match tls.read(&mut buf).await {
-            Ok(0) | Err(_) => return 0,
+            Ok(0) | Err(_) => return String::new(),
             Ok(n) => seen.extend_from_slice(&buf[..n]),
         }
     }
-    std::str::from_utf8(&seen[9..12])
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
+    String::from_utf8_lossy(&seen).into_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -181,13 +184,28 @@ async fn a_request_in_service_is_never_cut_to_make_room() {
         let (addr, ca) = (server.webhook, server.ca_pem.clone());
         async move { util::still_serving_at(addr, &ca).await }
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The one that needs a slot asks the longest in service (the first) to close after its
+    // answer, to hand its slot over without a race.
+    util::eventually(ANSWERED_WITHIN, || async {
+        let text = server.scrape().await;
+        sample(
+            &text,
+            r#"memcached_webhook_connection_evictions_total{reason="busy"}"#,
+        ) >= 1.0
+    })
+    .await;
     // The bodies finish: every review is answered, none was cut.
     for tls in &mut busy {
         tls.write_all(rest).await.unwrap();
         tls.flush().await.unwrap();
     }
-    for tls in &mut busy {
+    let first = response_head(&mut busy[0]).await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    assert!(
+        first.to_ascii_lowercase().contains("connection: close"),
+        "{first}"
+    );
+    for tls in &mut busy[1..] {
         assert_eq!(status(tls).await, 200, "a review in service was cut");
     }
     tokio::time::timeout(ANSWERED_WITHIN, waiting)

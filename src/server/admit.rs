@@ -3,10 +3,14 @@
 //! it; nothing here touches a socket.
 //!
 //! The order is by worth to the API server, as Envoy's overload manager and nginx do it, not
-//! first come first served: a connection in the middle of a review is never cut; an idle
-//! keep-alive goes first (longest idle first), then one that has not completed a request
-//! (oldest first). A connection that has sent no byte holds no slot at all; past its own
-//! ceiling the oldest such connection is closed.
+//! first come first served: a connection in the middle of a review is never cut; one idle
+//! since its handshake goes first (longest idle first: a flood's), then one in its handshake
+//! (oldest first), then an idle keep-alive (longest idle first: the bottom of a LIFO pool like
+//! Go's, the least likely to be reused in the instant of its close, `close`), then one whose
+//! head is arriving (closed after its answer, `conn`). When every
+//! slot holds a review in service, the longest in service is asked to close after its answer.
+//! A connection that has sent no byte holds no slot at all; past its own ceiling the oldest
+//! such one is closed.
 
 use std::time::{Duration, Instant};
 
@@ -50,6 +54,8 @@ pub(crate) enum Reason {
     Incomplete = 1,
     /// Past `--max-pre-handshake-connections`: no slot, no TLS state.
     PreHandshake = 2,
+    /// Every slot held a request in service: asked to close after its answer (not cut).
+    Busy = 3,
 }
 
 /// What the policy sees of a connection holding a slot. Times are microseconds on one clock
@@ -66,22 +72,25 @@ pub(crate) struct Candidate {
     pub since_us: u64,
     /// Already told to go: not chosen twice.
     pub evicting: bool,
+    /// Already asked to close after its answer: not asked twice.
+    pub asked: bool,
 }
 
 /// The eviction order: `None` for a connection that is never cut to make room; otherwise lower
-/// goes first (idle before incomplete, then the earlier time).
-fn rank(c: &Candidate) -> Option<(Reason, u64)> {
+/// goes first (idle since its handshake, handshaking, idle keep-alives, a head arriving; in
+/// each, the earlier time). A keep-alive goes after handshakes: under a flood those are the
+/// flood's, and closing a keep-alive may meet a request its client is writing (`close`).
+fn rank(c: &Candidate) -> Option<(u8, u64, Reason)> {
     if c.evicting || c.in_flight > 0 {
         return None;
     }
     match c.phase {
         Phase::Busy | Phase::PreHandshake => None,
-        Phase::Idle if c.completed => Some((Reason::Idle, c.since_us)),
-        // A head arriving after answered requests: as old as the head.
-        Phase::Reading if c.completed => Some((Reason::Incomplete, c.since_us)),
-        Phase::Handshaking | Phase::Idle | Phase::Reading => {
-            Some((Reason::Incomplete, c.accepted_us))
-        }
+        Phase::Idle if !c.completed => Some((0, c.since_us, Reason::Incomplete)),
+        Phase::Handshaking => Some((1, c.accepted_us, Reason::Incomplete)),
+        Phase::Idle => Some((2, c.since_us, Reason::Idle)),
+        // Most likely its client writing a request now: last, as old as the head.
+        Phase::Reading => Some((3, c.since_us, Reason::Incomplete)),
     }
 }
 
@@ -94,8 +103,20 @@ pub(crate) fn victim<K>(
     candidates
         .into_iter()
         .filter_map(|(k, c)| rank(&c).map(|r| (k, r)))
-        .min_by_key(|(_, r)| *r)
-        .map(|(k, (reason, _))| (k, reason))
+        .min_by_key(|(_, (tier, at, _))| (*tier, *at))
+        .map(|(k, (_, _, reason))| (k, reason))
+}
+
+/// When [`victim`] found none: the connection to ask to close after its answer (its slot frees
+/// then, race-free), the longest in service first; `None` when each is already asked or going.
+pub(crate) fn close_after_answer<K>(
+    candidates: impl IntoIterator<Item = (K, Candidate)>,
+) -> Option<K> {
+    candidates
+        .into_iter()
+        .filter(|(_, c)| c.in_flight > 0 && !c.evicting && !c.asked)
+        .min_by_key(|(_, c)| c.since_us)
+        .map(|(k, _)| k)
 }
 
 /// Occupancy (0 to 1) above which deadlines start to shrink.
@@ -215,15 +236,28 @@ mod tests {
             accepted_us,
             since_us,
             evicting: false,
+            asked: false,
         }
     }
 
     #[test]
-    fn the_longest_idle_keep_alive_goes_first() {
+    fn a_connection_that_never_carried_a_request_goes_before_a_keep_alive() {
         let slots = [
-            ("handshaking", conn(Phase::Handshaking, false, 1, 1)),
+            ("idle since 20", conn(Phase::Idle, true, 30, 20)),
+            ("handshaking", conn(Phase::Handshaking, false, 10, 10)),
+            ("never used", conn(Phase::Idle, false, 35, 36)),
+            ("never used, newer", conn(Phase::Idle, false, 5, 40)),
+            ("busy", conn(Phase::Busy, true, 0, 0)),
+        ];
+        assert_eq!(victim(slots), Some(("never used", Reason::Incomplete)));
+    }
+
+    #[test]
+    fn then_the_longest_idle_keep_alive() {
+        let slots = [
             ("idle since 50", conn(Phase::Idle, true, 2, 50)),
             ("idle since 20", conn(Phase::Idle, true, 30, 20)),
+            ("next head arriving", conn(Phase::Reading, true, 1, 10)),
             ("busy", conn(Phase::Busy, true, 0, 0)),
         ];
         assert_eq!(victim(slots), Some(("idle since 20", Reason::Idle)));
@@ -239,29 +273,38 @@ mod tests {
     }
 
     #[test]
-    fn then_the_oldest_connection_without_a_completed_request() {
+    fn a_handshake_before_a_keep_alive_and_a_head_arriving_last() {
         let slots = [
-            ("fresh, no request yet", conn(Phase::Idle, false, 40, 45)),
-            (
-                "slow head, first request",
-                conn(Phase::Reading, false, 10, 90),
-            ),
+            ("slow head", conn(Phase::Reading, false, 10, 11)),
             ("handshaking", conn(Phase::Handshaking, false, 20, 20)),
-            ("busy", conn(Phase::Busy, false, 0, 0)),
+            ("idle", conn(Phase::Idle, true, 30, 30)),
         ];
-        assert_eq!(
-            victim(slots),
-            Some(("slow head, first request", Reason::Incomplete))
-        );
-        // A head trickling in after answered requests is as old as the head.
+        assert_eq!(victim(slots), Some(("handshaking", Reason::Incomplete)));
         let slots = [
-            ("handshaking", conn(Phase::Handshaking, false, 20, 20)),
-            ("slow second head", conn(Phase::Reading, true, 0, 5)),
+            ("slow head", conn(Phase::Reading, false, 10, 11)),
+            ("idle", conn(Phase::Idle, true, 30, 30)),
         ];
-        assert_eq!(
-            victim(slots),
-            Some(("slow second head", Reason::Incomplete))
-        );
+        assert_eq!(victim(slots), Some(("idle", Reason::Idle)));
+        // Of two heads arriving, the one arriving longest, whether first or next.
+        let slots = [
+            ("first head", conn(Phase::Reading, false, 1, 50)),
+            ("next head", conn(Phase::Reading, true, 0, 5)),
+        ];
+        assert_eq!(victim(slots), Some(("next head", Reason::Incomplete)));
+    }
+
+    #[test]
+    fn with_every_slot_in_service_the_longest_in_service_is_asked_once() {
+        let mut asked = conn(Phase::Busy, true, 0, 1);
+        asked.asked = true;
+        let slots = [
+            ("since 30", conn(Phase::Busy, true, 1, 30)),
+            ("asked", asked),
+            ("since 10", conn(Phase::Busy, false, 2, 10)),
+            ("idle", conn(Phase::Idle, true, 3, 5)),
+        ];
+        assert_eq!(close_after_answer(slots), Some("since 10"));
+        assert_eq!(close_after_answer([("asked", asked)]), None);
     }
 
     #[test]
@@ -285,6 +328,7 @@ mod tests {
         assert_eq!(labels[Reason::Idle as usize], "idle");
         assert_eq!(labels[Reason::Incomplete as usize], "incomplete");
         assert_eq!(labels[Reason::PreHandshake as usize], "pre_handshake");
+        assert_eq!(labels[Reason::Busy as usize], "busy");
     }
 
     #[test]

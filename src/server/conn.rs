@@ -3,7 +3,8 @@
 //! handshakes under a deadline, and serves HTTP with two more deadlines hyper cannot tell apart
 //! on its own: a short one for a request's headers (from its first byte: slowloris) and a long
 //! one for an idle keep-alive (longer than the apiserver's 90 s pool, so the client always
-//! closes first). All three shrink as slots fill (`admit::factor`).
+//! closes first). They shrink as slots fill (`admit::factor`), except a used keep-alive's.
+//! When and how it closes a connection it did not have to is `close`'s policy.
 
 use std::convert::Infallible;
 use std::io;
@@ -22,6 +23,7 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use super::admit;
+use super::close::{self, Reason, When};
 use super::route::App;
 use super::slots::{Conn, Slots, Ticket};
 use crate::config::Config;
@@ -61,6 +63,8 @@ pub(crate) struct Shared {
     pub limits: Arc<Limits>,
     pub metrics: Arc<crate::metrics::Metrics>,
     pub slots: Arc<Slots>,
+    /// Its `shutting_down`: from then on every answer says `Connection: close`.
+    pub state: Arc<super::State>,
 }
 
 impl Shared {
@@ -73,8 +77,10 @@ impl Shared {
         tcp: TcpStream,
         peer: SocketAddr,
         (ticket, factor): (Ticket, f64),
-        mut drain: watch::Receiver<bool>,
+        drain: watch::Receiver<bool>,
     ) {
+        // Not cut by the drain: a client whose dial the listener accepted just before it closed
+        // gets its handshake and an answer that says close.
         let deadline = tokio::time::Instant::now() + admit::scaled(self.limits.handshake, factor);
         let conn = ticket.0.clone();
         let slot = tokio::select! {
@@ -91,7 +97,6 @@ impl Shared {
                 tracing::debug!(%peer, "closed before its handshake to make room");
                 None
             }
-            _ = drain.wait_for(|d| *d) => None,
         };
         if slot.is_none() {
             return;
@@ -108,26 +113,8 @@ impl Shared {
         mut drain: watch::Receiver<bool>,
     ) {
         let conn = ticket.0.clone();
-        let timeout = admit::scaled(self.limits.handshake, self.slots.factor());
-        let tls = tokio::select! {
-            tls = tokio::time::timeout(timeout, self.acceptor.accept(tcp)) => tls,
-            () = conn.evict.notified() => {
-                tracing::debug!(%peer, "closed in its handshake to make room");
-                return;
-            }
-        };
-        let tls = match tls {
-            Ok(Ok(tls)) => tls,
-            Ok(Err(e)) => {
-                tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                self.metrics.handshake_failures.inc();
-                return;
-            }
-            Err(_) => {
-                tracing::debug!(%peer, "TLS handshake timed out");
-                self.metrics.handshake_timeouts.inc();
-                return;
-            }
+        let Some(tls) = self.handshake(tcp, peer, &conn).await else {
+            return;
         };
         conn.handshake_done();
         self.metrics.connections_open.inc();
@@ -139,13 +126,24 @@ impl Shared {
             inner: tls,
             conn: (!h2).then(|| conn.clone()),
         });
-        let app = self.app.clone();
+        let (app, state) = (self.app.clone(), self.state.clone());
         let in_service = conn.clone();
         let service = service_fn(move |req| {
-            let app = app.clone();
-            let busy = in_service.begin();
+            let (app, state, conn) = (app.clone(), state.clone(), in_service.clone());
+            let busy = conn.begin();
             async move {
-                let response = app.handle(req).await;
+                let mut response = app.handle(req).await;
+                // Decided as the answer leaves: a review in service when shutdown begins says it.
+                let shutting_down = state
+                    .shutting_down
+                    .load(std::sync::atomic::Ordering::Acquire);
+                if !h2 && close::says_close(shutting_down, conn.asked()) {
+                    response.headers_mut().insert(
+                        hyper::header::CONNECTION,
+                        hyper::header::HeaderValue::from_static("close"),
+                    );
+                    conn.say_close();
+                }
                 drop(busy);
                 Ok::<_, Infallible>(response)
             }
@@ -153,44 +151,149 @@ impl Shared {
         let http = self.builder.serve_connection(io, service);
         let mut http = std::pin::pin!(http);
         let (mut draining, mut evicted) = (false, None::<Instant>);
-        loop {
-            tokio::select! {
-                result = http.as_mut() => {
-                    if let Err(e) = result {
-                        tracing::debug!(%peer, error = %e, "connection ended with an error");
-                    }
-                    return;
-                }
-                () = tokio::time::sleep(self.limits.tick) => {
-                    if evicted.is_some_and(|at| at.elapsed() >= EVICTION_GRACE) && !conn.in_service() {
-                        tracing::debug!(%peer, "evicted connection did not close in time");
-                        return;
-                    }
-                    let why = conn.expired(self.limits.headers, self.limits.idle, self.slots.factor());
-                    if let Some(why) = why {
-                        tracing::debug!(%peer, why, "closing connection");
-                        return;
-                    }
-                }
-                () = conn.evict.notified(), if evicted.is_none() => {
-                    // Between requests, or with a request in service: a graceful close (HTTP/1
-                    // closes once the answer is out, HTTP/2 sends GOAWAY). Otherwise (no request
-                    // completed yet, or a head still arriving) it is simply closed.
-                    if !conn.worth_keeping() {
-                        tracing::debug!(%peer, "closed to make room");
-                        return;
-                    }
-                    tracing::debug!(%peer, "closing gracefully to make room");
-                    http.as_mut().graceful_shutdown();
-                    evicted = Some(Instant::now());
-                }
+        let (reason, when) = loop {
+            let step = tokio::select! {
+                // hyper first: bytes that arrived are read (a head begun) before an eviction
+                // looks at what the connection is doing.
+                biased;
+                result = http.as_mut() => break ended(&conn, peer, result),
+                () = tokio::time::sleep(self.limits.tick) => self.on_tick(&conn, evicted),
+                () = conn.evict.notified(), if evicted.is_none() => on_evict(&conn, h2),
                 _ = drain.wait_for(|d| *d), if !draining => {
                     draining = true;
-                    http.as_mut().graceful_shutdown();
+                    on_drain(h2)
                 }
+            };
+            match step {
+                Step::Go => {}
+                Step::Close(reason, when) => break (reason, when),
+                Step::Graceful => {
+                    http.as_mut().graceful_shutdown();
+                    conn.say_close();
+                    if conn.evicting() {
+                        evicted = Some(Instant::now());
+                    }
+                }
+                Step::AfterAnswer => {
+                    conn.close_after_answer();
+                    evicted = Some(Instant::now());
+                }
+            }
+        };
+        tracing::debug!(%peer, ?reason, ?when, "connection closed");
+        self.metrics.connections.closed[reason as usize][when as usize].inc();
+    }
+
+    /// The TLS handshake, under its deadline; `None` when it failed, timed out or the
+    /// connection was told to go meanwhile.
+    async fn handshake(
+        &self,
+        tcp: TcpStream,
+        peer: SocketAddr,
+        conn: &Conn,
+    ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+        let timeout = admit::scaled(self.limits.handshake, self.slots.factor());
+        let tls = tokio::select! {
+            tls = tokio::time::timeout(timeout, self.acceptor.accept(tcp)) => tls,
+            () = conn.evict.notified() => {
+                tracing::debug!(%peer, "closed in its handshake to make room");
+                return None;
+            }
+        };
+        match tls {
+            Ok(Ok(tls)) => Some(tls),
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                self.metrics.handshake_failures.inc();
+                None
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake timed out");
+                self.metrics.handshake_timeouts.inc();
+                None
             }
         }
     }
+
+    /// The deadlines: an evicted connection that has not closed in time, the header and idle
+    /// ones.
+    fn on_tick(&self, conn: &Conn, evicted: Option<Instant>) -> Step {
+        // Not once its answer said close: hyper closes it right after writing that answer.
+        let seen = conn.seen();
+        if evicted.is_some_and(|at| at.elapsed() >= EVICTION_GRACE)
+            && !conn.in_service()
+            && !seen.said_close
+        {
+            return Step::Close(Reason::Eviction, idle_or_mid(conn));
+        }
+        match conn.expired(self.limits.headers, self.limits.idle, self.slots.factor()) {
+            Some(why) => Step::Close(why, idle_or_mid(conn)),
+            None => Step::Go,
+        }
+    }
+}
+
+/// What the connection's task does next.
+enum Step {
+    Go,
+    /// hyper's graceful close: HTTP/1 closes once the answer in service is out (and says so),
+    /// HTTP/2 sends GOAWAY.
+    Graceful,
+    /// HTTP/1 with a head arriving: its answer says close; cut if it is not in service within
+    /// [`EVICTION_GRACE`] (hyper's graceful close would cut the head).
+    AfterAnswer,
+    Close(Reason, When),
+}
+
+/// hyper ended the connection: who closed it, and when (`close::ended`).
+fn ended<E: std::fmt::Display>(
+    conn: &Conn,
+    peer: SocketAddr,
+    result: Result<(), E>,
+) -> (Reason, When) {
+    if let Err(e) = &result {
+        tracing::debug!(%peer, error = %e, "connection ended with an error");
+    }
+    let decided = if conn.evicting() || conn.asked() {
+        Reason::Eviction
+    } else {
+        Reason::Shutdown
+    };
+    close::ended(result.is_ok(), decided, conn.seen())
+}
+
+/// The listener closed (`close::on_drain`).
+fn on_drain(h2: bool) -> Step {
+    match close::on_drain(h2) {
+        close::Drain::GoAway => Step::Graceful,
+        close::Drain::Wait => Step::Go,
+    }
+}
+
+fn idle_or_mid(conn: &Conn) -> When {
+    if conn.seen().idle {
+        When::Idle
+    } else {
+        When::MidRequest
+    }
+}
+
+/// Told to go, or asked to close after its answer (`slots`).
+fn on_evict(conn: &Conn, h2: bool) -> Step {
+    if !conn.evicting() {
+        // Asked: HTTP/1 answers say so (the service); HTTP/2 gets GOAWAY.
+        return if h2 { Step::Graceful } else { Step::Go };
+    }
+    // A request head arriving is most likely its client's next request: answered, then closed.
+    if !h2 && conn.reading_with_room_to_linger() {
+        return Step::AfterAnswer;
+    }
+    // HTTP/1 between requests is simply closed (`admit` picks a used keep-alive only after
+    // every connection idle since its handshake: `close` on the window that leaves).
+    if !conn.worth_keeping() || (!h2 && !conn.in_service()) {
+        return Step::Close(Reason::Eviction, idle_or_mid(conn));
+    }
+    Step::Graceful
 }
 
 /// The TLS record header: content type, version, length.

@@ -58,7 +58,12 @@ pub(crate) struct Conn {
     /// Microseconds since the registry's epoch when the current phase began.
     since: AtomicU64,
     evicting: AtomicBool,
-    /// Told to go (a notification is kept until the task looks).
+    /// Asked to close after its answer (every slot was in service when a newcomer came).
+    asked: AtomicBool,
+    /// Its latest answer said `Connection: close` (or HTTP/2 GOAWAY went out).
+    said_close: AtomicBool,
+    /// Told to go or asked to close after its answer (a notification is kept until the task
+    /// looks).
     pub evict: Notify,
     slots: Arc<Slots>,
 }
@@ -135,6 +140,8 @@ impl Slots {
             completed: AtomicBool::new(false),
             since: AtomicU64::new(0),
             evicting: AtomicBool::new(false),
+            asked: AtomicBool::new(false),
+            said_close: AtomicBool::new(false),
             evict: Notify::new(),
             slots: self.clone(),
         });
@@ -173,6 +180,7 @@ impl Slots {
     /// closed meanwhile (past the pre-handshake ceiling). The connection is then `Handshaking`.
     pub(crate) async fn take(self: &Arc<Self>, ticket: &Ticket) -> Option<()> {
         let conn = &ticket.0;
+        let mut asked_one = false;
         loop {
             let freed = self.freed.notified();
             let (taken, evicted) = {
@@ -190,6 +198,17 @@ impl Slots {
                         victim.tell(reason);
                         held.leaving += 1;
                         (room, evicted) = (true, true);
+                    } else if !asked_one {
+                        // Every slot holds a review in service: the longest in service closes
+                        // after its answer and hands its slot over (a waiter asks one at most).
+                        let asked = admit::close_after_answer(
+                            held.conns.values().map(|c| (c, c.candidate())),
+                        )
+                        .cloned();
+                        if let Some(asked) = asked {
+                            asked.ask();
+                            asked_one = true;
+                        }
                     }
                 }
                 if room {
@@ -237,6 +256,7 @@ impl Slots {
                         idle = n(Reason::Idle),
                         incomplete = n(Reason::Incomplete),
                         pre_handshake = n(Reason::PreHandshake),
+                        asked_to_close_after_answer = n(Reason::Busy),
                         "webhook connections below their limit again: evictions stopped"
                     );
                     return;
@@ -263,6 +283,49 @@ impl Conn {
             accepted_us: self.accepted_us,
             since_us: self.since.load(Ordering::Acquire),
             evicting: self.evicting.load(Ordering::Acquire),
+            asked: self.asked.load(Ordering::Acquire),
+        }
+    }
+
+    /// Asks the connection to close after its answer (`close::says_close`).
+    fn ask(&self) {
+        self.asked.store(true, Ordering::Release);
+        self.evict.notify_one();
+        self.slots.gauges().evictions[Reason::Busy as usize].inc();
+    }
+
+    /// Told to go to make room (rather than asked to close after its answer).
+    pub(crate) fn evicting(&self) -> bool {
+        self.evicting.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn asked(&self) -> bool {
+        self.asked.load(Ordering::Acquire)
+    }
+
+    /// Its next answer says `Connection: close` (an evicted connection with a head arriving).
+    pub(crate) fn close_after_answer(&self) {
+        self.asked.store(true, Ordering::Release);
+    }
+
+    /// An HTTP/1 request head is arriving, and few connections told to go are still open: it
+    /// may be answered before it closes (at most an eighth of the slots linger so, which bounds
+    /// what a churning flood of slow heads holds).
+    pub(crate) fn reading_with_room_to_linger(&self) -> bool {
+        self.phase() == Phase::Reading
+            && lock(&self.slots.held).leaving <= self.slots.capacity.div_ceil(8)
+    }
+
+    /// Its answer (or GOAWAY) says close: the end that follows is the server's, race-free.
+    pub(crate) fn say_close(&self) {
+        self.said_close.store(true, Ordering::Release);
+    }
+
+    /// What the close policy sees of it as it ends (`close::ended`).
+    pub(crate) fn seen(&self) -> super::close::Seen {
+        super::close::Seen {
+            said_close: self.said_close.load(Ordering::Acquire),
+            idle: self.phase() == Phase::Idle && !self.in_service(),
         }
     }
 
@@ -344,13 +407,15 @@ impl Conn {
     }
 
     /// Why the connection should be closed now, if it should: the header deadline for a head
-    /// that is arriving, the idle one between requests, both scaled by `factor`.
+    /// that is arriving (scaled by `factor`), the idle one between requests
+    /// (`close::idle_deadline`).
     pub(crate) fn expired(
         &self,
         headers: Duration,
         idle: Duration,
         factor: f64,
-    ) -> Option<&'static str> {
+    ) -> Option<super::close::Reason> {
+        use super::close::Reason::{HeaderTimeout, IdleTimeout};
         if self.in_service() {
             return None;
         }
@@ -359,10 +424,11 @@ impl Conn {
                 .saturating_sub(self.since.load(Ordering::Acquire)),
         );
         match self.phase() {
-            Phase::Reading => (elapsed >= admit::scaled(headers, factor))
-                .then_some("request headers not received in time"),
+            Phase::Reading => (elapsed >= admit::scaled(headers, factor)).then_some(HeaderTimeout),
             Phase::Idle => {
-                (elapsed >= admit::scaled(idle, factor)).then_some("idle keep-alive timeout")
+                let completed = self.completed.load(Ordering::Acquire);
+                (elapsed >= super::close::idle_deadline(idle, completed, factor))
+                    .then_some(IdleTimeout)
             }
             _ => None,
         }

@@ -45,6 +45,8 @@ mod outage;
 mod policies;
 /// reinvocationPolicy: IfNeeded with a later mutating webhook.
 mod reinvocation;
+/// Rolling updates behind a kube-proxy-like balancer while writes go on (docs/availability.md).
+mod roll;
 /// Certificate rotation (the kubelet's ..data swap) while writes go on.
 mod rotation;
 /// Every rule family refuses through the API server; warnings reach kubectl.
@@ -72,6 +74,7 @@ fn all_checks() -> Vec<Check> {
         autoscalers::checks(),
         helm::checks(),
         metrics::checks(),
+        roll::checks(),
     ]
     .into_iter()
     .flatten()

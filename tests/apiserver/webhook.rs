@@ -43,7 +43,8 @@ pub fn list(items: Vec<Value>) -> String {
 
 /// One running server process.
 pub struct Webhook {
-    pub ca: Ca,
+    /// Shared by the pods of a roll (`roll.rs`): one `caBundle` for all of them.
+    pub ca: Arc<Ca>,
     pub addr: SocketAddr,
     pub metrics: SocketAddr,
     pub certs: tempfile::TempDir,
@@ -56,13 +57,18 @@ pub struct Webhook {
 impl Webhook {
     /// Starts the binary with `args` on a fresh CA and serving certificate.
     pub fn start(args: &[&str]) -> Webhook {
-        let ca = Ca::new("memcached-webhook test CA");
+        let ca = Arc::new(Ca::new("memcached-webhook test CA"));
+        Webhook::start_as(Path::new(BINARY), ca, args)
+    }
+
+    /// Starts `binary` with `args` on a serving certificate from `ca`.
+    pub fn start_as(binary: &Path, ca: Arc<Ca>, args: &[&str]) -> Webhook {
         let certs = tempfile::Builder::new()
             .prefix("webhook-certs-")
             .tempdir()
             .unwrap();
         project(certs.path(), &ca, 0);
-        let mut child = dying_with_us(Path::new(BINARY))
+        let mut child = dying_with_us(binary)
             .arg(format!("--cert-dir={}", certs.path().display()))
             .args(["--webhook-bind-address", "127.0.0.1:0"])
             .args(["--health-probe-bind-address", "127.0.0.1:0"])
@@ -75,7 +81,7 @@ impl Webhook {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {BINARY}: {e}"));
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let (mut addr, mut metrics) = (None, None);
         while addr.is_none() || metrics.is_none() {
@@ -217,6 +223,19 @@ impl Webhook {
             "controller_runtime_webhook_requests_total",
             &[&format!("webhook=\"{path}\""), "code=\"200\""],
         )
+    }
+}
+
+impl Webhook {
+    /// Sends `signal` (SIGTERM: the kubelet's "pod deleted"; SIGKILL: a crash).
+    pub fn signal(&self, signal: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).unwrap();
+        let _ = rustix::process::kill_process(pid, signal);
+    }
+
+    /// The exit status once the process has ended.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
     }
 }
 

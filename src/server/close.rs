@@ -1,0 +1,202 @@
+//! When the server closes a webhook connection it did not have to, and how: the close policy,
+//! as plain functions over what a connection is doing. `conn` applies it; `slots` and `admit`
+//! pick which connection gives way under pressure.
+//!
+//! HTTP/1.1 can announce a close only in an answer (`Connection: close`): a client reads that
+//! answer before it could reuse the connection, so such a close never meets a request. A close
+//! of an idle connection can: the client's pool may hand the connection to a request in the
+//! instant the FIN is on its way, and Go's transport (the kube-apiserver's) does not retry a
+//! POST it has written (docs/availability.md). So the server closes after an answer whenever
+//! it can, and leaves idle keep-alives to their client's own idle timeout (90 s in Go), except
+//! at the shutdown's hard deadline and when an eviction finds nothing else to close.
+
+use std::time::Duration;
+
+use super::admit;
+
+/// Who or what ended a connection past its TLS handshake: the `reason` label of
+/// `memcached_webhook_connections_closed_total`, in [`crate::metrics::CLOSE_REASONS`] order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reason {
+    /// The server is shutting down.
+    Shutdown = 0,
+    /// `--idle-timeout` passed between requests.
+    IdleTimeout = 1,
+    /// `--header-read-timeout` passed while a request head arrived.
+    HeaderTimeout = 2,
+    /// Closed to make room for a new connection (`admit`).
+    Eviction = 3,
+    /// The client closed it.
+    Client = 4,
+    /// An I/O or protocol error.
+    Error = 5,
+}
+
+/// Where the connection stood when it closed: the `when` label, in
+/// [`crate::metrics::CLOSE_WHEN`] order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum When {
+    /// Right after an answer that said so (`Connection: close`, or HTTP/2 GOAWAY): the client
+    /// cannot have started another request on it.
+    AfterAnswer = 0,
+    /// Between requests (or before the first): a client may have been reusing it just then.
+    Idle = 1,
+    /// A request head or body was arriving, or in service.
+    MidRequest = 2,
+}
+
+/// What a connection is doing when it ends, as `conn` sees it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Seen {
+    /// Its latest answer carried `Connection: close` (or GOAWAY was sent on HTTP/2).
+    pub said_close: bool,
+    /// Between requests; otherwise a request is arriving or in service.
+    pub idle: bool,
+}
+
+/// How a connection that hyper ended on its own is counted: after an answer that said close,
+/// it was the server's decision (`decided`: shutdown or eviction); otherwise its client closed
+/// it (`Ok`) or it failed.
+pub(crate) fn ended(ok: bool, decided: Reason, seen: Seen) -> (Reason, When) {
+    let when = if seen.idle {
+        When::Idle
+    } else {
+        When::MidRequest
+    };
+    match (ok, seen.said_close) {
+        (true, true) => (decided, When::AfterAnswer),
+        (true, false) => (Reason::Client, when),
+        (false, _) => (Reason::Error, when),
+    }
+}
+
+/// Whether the next answer on a connection says `Connection: close`: always once shutdown has
+/// begun (`/readyz` 503), and on a connection asked to go after its answer (eviction of a
+/// connection with a request in service).
+pub(crate) fn says_close(shutting_down: bool, asked: bool) -> bool {
+    shutting_down || asked
+}
+
+/// What the drain (the listener closed, after `--shutdown-delay`) does to an open connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Drain {
+    /// HTTP/2: GOAWAY, which the client reads before it opens another stream.
+    GoAway,
+    /// HTTP/1.1: nothing more. Its answers already say close; an idle one stays open until its
+    /// client closes it (its idle timeout) or sends a last request, or the grace period ends.
+    Wait,
+}
+
+pub(crate) fn on_drain(h2: bool) -> Drain {
+    if h2 { Drain::GoAway } else { Drain::Wait }
+}
+
+/// How long a connection may stay idle before the server closes it. A keep-alive that has
+/// answered a request gets `--idle-timeout` whatever the pressure: it is longer than the
+/// apiserver's 90 s pool, so that client always closes first; under pressure `admit` evicts
+/// idle keep-alives only after every connection that never carried a request. One that never
+/// carried a request (a flood's, or a client's spare) gets the deadline scaled by `factor`.
+pub(crate) fn idle_deadline(configured: Duration, completed: bool, factor: f64) -> Duration {
+    if completed {
+        configured
+    } else {
+        admit::scaled(configured, factor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const IDLE: Seen = Seen {
+        said_close: false,
+        idle: true,
+    };
+
+    #[test]
+    fn an_answer_that_said_close_is_the_server_s_race_free_close() {
+        let said = Seen {
+            said_close: true,
+            idle: true,
+        };
+        assert_eq!(
+            ended(true, Reason::Shutdown, said),
+            (Reason::Shutdown, When::AfterAnswer)
+        );
+        assert_eq!(
+            ended(true, Reason::Eviction, said),
+            (Reason::Eviction, When::AfterAnswer)
+        );
+    }
+
+    #[test]
+    fn otherwise_the_client_closed_it_or_it_failed() {
+        assert_eq!(
+            ended(true, Reason::Eviction, IDLE),
+            (Reason::Client, When::Idle)
+        );
+        // Shutdown had begun, but no answer said close yet: the client closed its idle one.
+        assert_eq!(
+            ended(true, Reason::Shutdown, IDLE),
+            (Reason::Client, When::Idle)
+        );
+        let mid = Seen {
+            said_close: false,
+            idle: false,
+        };
+        assert_eq!(
+            ended(true, Reason::Shutdown, mid),
+            (Reason::Client, When::MidRequest)
+        );
+        assert_eq!(
+            ended(false, Reason::Shutdown, mid),
+            (Reason::Error, When::MidRequest)
+        );
+        assert_eq!(
+            ended(false, Reason::Eviction, IDLE),
+            (Reason::Error, When::Idle)
+        );
+    }
+
+    #[test]
+    fn from_shutdown_every_answer_says_close() {
+        assert!(says_close(true, false));
+        assert!(says_close(false, true));
+        assert!(!says_close(false, false), "keep-alive while serving");
+    }
+
+    #[test]
+    fn the_drain_sends_goaway_to_http2_and_waits_for_http1_clients() {
+        assert_eq!(on_drain(true), Drain::GoAway);
+        assert_eq!(on_drain(false), Drain::Wait);
+    }
+
+    #[test]
+    fn a_used_keep_alive_keeps_its_idle_timeout_under_pressure() {
+        let idle = Duration::from_secs(120);
+        let full = admit::factor(1.0);
+        assert_eq!(idle_deadline(idle, true, full), idle);
+        assert_eq!(idle_deadline(idle, true, 1.0), idle);
+        assert_eq!(
+            idle_deadline(idle, false, full),
+            Duration::from_secs(12),
+            "a connection that never carried a request shrinks with occupancy"
+        );
+        assert_eq!(idle_deadline(idle, false, 1.0), idle);
+    }
+
+    #[test]
+    fn reasons_and_whens_index_the_metric_s_labels() {
+        let reasons = crate::metrics::CLOSE_REASONS;
+        assert_eq!(reasons[Reason::Shutdown as usize], "shutdown");
+        assert_eq!(reasons[Reason::IdleTimeout as usize], "idle_timeout");
+        assert_eq!(reasons[Reason::HeaderTimeout as usize], "header_timeout");
+        assert_eq!(reasons[Reason::Eviction as usize], "eviction");
+        assert_eq!(reasons[Reason::Client as usize], "client");
+        assert_eq!(reasons[Reason::Error as usize], "error");
+        let when = crate::metrics::CLOSE_WHEN;
+        assert_eq!(when[When::AfterAnswer as usize], "after_answer");
+        assert_eq!(when[When::Idle as usize], "idle");
+        assert_eq!(when[When::MidRequest as usize], "mid_request");
+    }
+}
