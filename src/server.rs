@@ -1,13 +1,13 @@
 //! Listeners, connections and shutdown: the webhook port (TLS, HTTP/1.1 and optionally HTTP/2)
 //! and the plain-HTTP health port. Every wait on a client has a deadline and every input a cap
-//! (see [`conn`]); accepting never waits for a slot (see [`admit`] for who gives way); SIGTERM
+//! (see [`conn`]); accepting never waits for a slot (see [`eviction`] for who gives way); SIGTERM
 //! turns readiness off, makes every answer say `Connection: close`, stops accepting and
 //! drains within a bound, leaving idle keep-alives to their clients (see [`close`]).
 
-mod admit;
 pub mod budget;
 mod close;
 mod conn;
+mod eviction;
 pub mod health;
 pub mod route;
 mod slots;
@@ -230,7 +230,7 @@ pub async fn serve(
     let builder = Arc::new(http_builder(&config));
     let fd_limit = slots::raise_fd_limit();
     let pre_handshake_max = config.max_pre_handshake_connections.map_or_else(
-        || admit::pre_handshake_ceiling(fd_limit, config.max_connections),
+        || eviction::pre_handshake_ceiling(fd_limit, config.max_connections),
         |n| n as usize,
     );
     let slots = slots::Slots::new(
@@ -294,8 +294,10 @@ pub async fn serve(
                 }
             },
         };
-        // Without it, Nagle holds the first response behind rustls's session tickets until the
-        // client's delayed ACK: ~40 ms on every new connection (measured in benches/latency.rs).
+        // As Go's net package does on every connection: with Nagle on, a small write sent while
+        // an earlier one is unacknowledged waits for the client's delayed ACK (up to ~40 ms on
+        // Linux), which an answer leaving in more than one write would pay
+        // (`LATENCY_FLOOR_NODELAY=0` in benches/latency.rs shows it on the floor).
         let _ = tcp.set_nodelay(true);
         let ticket = slots.accepted();
         tokio::spawn(shared.clone().run(tcp, peer, ticket, drained.clone()));

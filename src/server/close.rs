@@ -1,5 +1,5 @@
 //! When the server closes a webhook connection it did not have to, and how: the close policy,
-//! as plain functions over what a connection is doing. `conn` applies it; `slots` and `admit`
+//! as plain functions over what a connection is doing. `conn` applies it; `slots` and `eviction`
 //! pick which connection gives way under pressure.
 //!
 //! HTTP/1.1 can announce a close only in an answer (`Connection: close`): a client reads that
@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use super::admit;
+use super::eviction;
 
 /// Who or what ended a connection past its TLS handshake: the `reason` label of
 /// `memcached_webhook_connections_closed_total`, in [`crate::metrics::CLOSE_REASONS`] order.
@@ -24,7 +24,7 @@ pub(crate) enum Reason {
     IdleTimeout = 1,
     /// `--header-read-timeout` passed while a request head arrived.
     HeaderTimeout = 2,
-    /// Closed to make room for a new connection (`admit`).
+    /// Closed to make room for a new connection (`eviction`).
     Eviction = 3,
     /// The client closed it.
     Client = 4,
@@ -93,14 +93,14 @@ pub(crate) fn on_drain(h2: bool) -> Drain {
 
 /// How long a connection may stay idle before the server closes it. A keep-alive that has
 /// answered a request gets `--idle-timeout` whatever the pressure: it is longer than the
-/// apiserver's 90 s pool, so that client always closes first; under pressure `admit` evicts
+/// apiserver's 90 s pool, so that client always closes first; under pressure `eviction` evicts
 /// idle keep-alives only after every connection that never carried a request. One that never
 /// carried a request (a flood's, or a client's spare) gets the deadline scaled by `factor`.
 pub(crate) fn idle_deadline(configured: Duration, completed: bool, factor: f64) -> Duration {
     if completed {
         configured
     } else {
-        admit::scaled(configured, factor)
+        eviction::scaled(configured, factor)
     }
 }
 
@@ -174,7 +174,7 @@ mod tests {
     #[test]
     fn a_used_keep_alive_keeps_its_idle_timeout_under_pressure() {
         let idle = Duration::from_secs(120);
-        let full = admit::factor(1.0);
+        let full = eviction::factor(1.0);
         assert_eq!(idle_deadline(idle, true, full), idle);
         assert_eq!(idle_deadline(idle, true, 1.0), idle);
         assert_eq!(

@@ -3,7 +3,7 @@
 //! handshakes under a deadline, and serves HTTP with two more deadlines hyper cannot tell apart
 //! on its own: a short one for a request's headers (from its first byte: slowloris) and a long
 //! one for an idle keep-alive (longer than the apiserver's 90 s pool, so the client always
-//! closes first). They shrink as slots fill (`admit::factor`), except a used keep-alive's.
+//! closes first). They shrink as slots fill (`eviction::factor`), except a used keep-alive's.
 //! When and how it closes a connection it did not have to is `close`'s policy.
 
 use std::convert::Infallible;
@@ -22,8 +22,8 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
-use super::admit;
 use super::close::{self, Reason, When};
+use super::eviction;
 use super::route::App;
 use super::slots::{Conn, Slots, Ticket};
 use crate::config::Config;
@@ -81,7 +81,8 @@ impl Shared {
     ) {
         // Not cut by the drain: a client whose dial the listener accepted just before it closed
         // gets its handshake and an answer that says close.
-        let deadline = tokio::time::Instant::now() + admit::scaled(self.limits.handshake, factor);
+        let deadline =
+            tokio::time::Instant::now() + eviction::scaled(self.limits.handshake, factor);
         let conn = ticket.0.clone();
         let slot = tokio::select! {
             slot = async {
@@ -192,7 +193,7 @@ impl Shared {
         peer: SocketAddr,
         conn: &Conn,
     ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
-        let timeout = admit::scaled(self.limits.handshake, self.slots.factor());
+        let timeout = eviction::scaled(self.limits.handshake, self.slots.factor());
         let tls = tokio::select! {
             tls = tokio::time::timeout(timeout, self.acceptor.accept(tcp)) => tls,
             () = conn.evict.notified() => {
@@ -288,7 +289,7 @@ fn on_evict(conn: &Conn, h2: bool) -> Step {
     if !h2 && conn.reading_with_room_to_linger() {
         return Step::AfterAnswer;
     }
-    // HTTP/1 between requests is simply closed (`admit` picks a used keep-alive only after
+    // HTTP/1 between requests is simply closed (`eviction` picks a used keep-alive only after
     // every connection idle since its handshake: `close` on the window that leaves).
     if !conn.worth_keeping() || (!h2 && !conn.in_service()) {
         return Step::Close(Reason::Eviction, idle_or_mid(conn));

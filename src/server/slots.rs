@@ -1,5 +1,5 @@
 //! The webhook port's connections by what they are doing: a registry of the pre-handshake ones
-//! (no slot) and of those holding one of the `--max-connections` slots, applying `admit`'s
+//! (no slot) and of those holding one of the `--max-connections` slots, applying `eviction`'s
 //! policy when a newcomer needs room, and keeping the state gauges, eviction counters and
 //! pressure episodes of `metrics::Connections`.
 
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use super::admit::{self, Candidate, Episode, Phase, Reason};
+use super::eviction::{self, Candidate, Episode, Phase, Reason};
 use crate::metrics::Connections;
 
 /// `Conn::phase` once its task has ended: no further gauge moves.
@@ -123,10 +123,10 @@ impl Slots {
         &self.metrics.connections
     }
 
-    /// The deadline factor for connections in slots ([`admit::factor`] of their occupancy).
+    /// The deadline factor for connections in slots ([`eviction::factor`] of their occupancy).
     pub(crate) fn factor(&self) -> f64 {
         let used = self.occupied.load(Ordering::Relaxed);
-        admit::factor(used as f64 / self.capacity as f64)
+        eviction::factor(used as f64 / self.capacity as f64)
     }
 
     /// Registers a just-accepted connection, closing the oldest pre-handshake one when the
@@ -161,7 +161,7 @@ impl Slots {
         if evicted {
             self.short();
         }
-        (Ticket(conn), admit::factor(occupancy))
+        (Ticket(conn), eviction::factor(occupancy))
     }
 
     /// Closes the oldest pre-handshake connection: what `accept` does when it runs out of
@@ -175,7 +175,7 @@ impl Slots {
     }
 
     /// A slot for `ticket`'s connection, at once when one is free or another connection may
-    /// be told to go (`admit::victim`: its slot passes to this one as it closes); otherwise
+    /// be told to go (`eviction::victim`: its slot passes to this one as it closes); otherwise
     /// when one frees (the caller bounds the wait). `None` when this connection was itself
     /// closed meanwhile (past the pre-handshake ceiling). The connection is then `Handshaking`.
     pub(crate) async fn take(self: &Arc<Self>, ticket: &Ticket) -> Option<()> {
@@ -192,7 +192,7 @@ impl Slots {
                 let mut evicted = false;
                 let mut room = held.conns.len() - held.leaving < self.capacity;
                 if !room {
-                    let chosen = admit::victim(held.conns.values().map(|c| (c, c.candidate())))
+                    let chosen = eviction::victim(held.conns.values().map(|c| (c, c.candidate())))
                         .map(|(c, reason)| (c.clone(), reason));
                     if let Some((victim, reason)) = chosen {
                         victim.tell(reason);
@@ -201,7 +201,7 @@ impl Slots {
                     } else if !asked_one {
                         // Every slot holds a review in service: the longest in service closes
                         // after its answer and hands its slot over (a waiter asks one at most).
-                        let asked = admit::close_after_answer(
+                        let asked = eviction::close_after_answer(
                             held.conns.values().map(|c| (c, c.candidate())),
                         )
                         .cloned();
@@ -424,7 +424,9 @@ impl Conn {
                 .saturating_sub(self.since.load(Ordering::Acquire)),
         );
         match self.phase() {
-            Phase::Reading => (elapsed >= admit::scaled(headers, factor)).then_some(HeaderTimeout),
+            Phase::Reading => {
+                (elapsed >= eviction::scaled(headers, factor)).then_some(HeaderTimeout)
+            }
             Phase::Idle => {
                 let completed = self.completed.load(Ordering::Acquire);
                 (elapsed >= super::close::idle_deadline(idle, completed, factor))
