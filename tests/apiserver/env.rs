@@ -62,6 +62,17 @@ impl Env {
         webhook::install_webhooks(&self.cluster, configurations);
     }
 
+    /// Deletes the shipped configurations (either may be gone already): checks that install
+    /// other judges put them back with [`Env::restore_webhooks`].
+    pub fn remove_webhooks(&self) {
+        for (kind, name) in [
+            ("mutatingwebhookconfiguration", webhook::MWC),
+            ("validatingwebhookconfiguration", webhook::VWC),
+        ] {
+            self.ok(&["delete", "--ignore-not-found", kind, name], None);
+        }
+    }
+
     /// kubectl against the cluster.
     pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
         self.cluster.kubectl(args, stdin)

@@ -137,24 +137,7 @@ fn chart_release(env: &Env, args: &[&str]) -> Value {
         })
     });
     if by_service {
-        env.ok(
-            &[
-                "delete",
-                "--ignore-not-found",
-                "mutatingwebhookconfiguration",
-                MWC,
-            ],
-            None,
-        );
-        env.ok(
-            &[
-                "delete",
-                "--ignore-not-found",
-                "validatingwebhookconfiguration",
-                VWC,
-            ],
-            None,
-        );
+        env.remove_webhooks();
         panic!("helm {args:?} installed configurations that call the Service, not the test server");
     }
     release

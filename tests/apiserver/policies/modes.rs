@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::env::{Env, Restore};
-use crate::webhook::{self, MWC, VWC, Webhook};
+use crate::webhook::{self, Webhook};
 
 const POLICIES: &str = "manifests/components/policies/policies.yaml";
 
@@ -26,11 +26,11 @@ impl Mode {
         match self {
             Mode::Webhooks => remove_policies(env),
             Mode::Policies => {
-                remove_webhooks(env);
+                env.remove_webhooks();
                 env.ok(&["apply", "-f", "-"], Some(&webhook::repo_file(POLICIES)));
             }
             Mode::Nothing => {
-                remove_webhooks(env);
+                env.remove_webhooks();
                 remove_policies(env);
             }
             Mode::BackstopWebhookDown => {
@@ -105,27 +105,6 @@ fn probe(env: &Env, spec: Value) -> crate::cluster::Output {
         &["create", "--dry-run=server", "-o", "json", "-f", "-"],
         Some(&object.to_string()),
     )
-}
-
-fn remove_webhooks(env: &Env) {
-    env.ok(
-        &[
-            "delete",
-            "--ignore-not-found",
-            "mutatingwebhookconfiguration",
-            MWC,
-        ],
-        None,
-    );
-    env.ok(
-        &[
-            "delete",
-            "--ignore-not-found",
-            "validatingwebhookconfiguration",
-            VWC,
-        ],
-        None,
-    );
 }
 
 fn remove_policies(env: &Env) {
