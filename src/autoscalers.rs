@@ -14,7 +14,11 @@ use foldhash::HashMap;
 use std::sync::{Mutex, RwLock};
 
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::metrics::Labels;
 
 /// The kinds of autoscaler the index holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -195,6 +199,50 @@ pub struct Stats {
     pub synced: [Gauge; 2],
     /// Failed lists, watches and discoveries.
     pub watch_errors: [Counter; 2],
+}
+
+impl Stats {
+    /// The index's and the watch's metrics, a series per kind created up front.
+    pub(crate) fn register(registry: &mut Registry) -> Self {
+        let by_kind = |family: &Family<Labels, Gauge>| {
+            Kind::ALL.map(|k| family.get_or_create(&vec![("kind", k.label())]).clone())
+        };
+        let objects = Family::<Labels, Gauge>::default();
+        let synced = Family::<Labels, Gauge>::default();
+        let watch_errors = Family::<Labels, Counter>::default();
+        let stats = Stats {
+            objects: by_kind(&objects),
+            synced: by_kind(&synced),
+            watch_errors: Kind::ALL.map(|k| {
+                watch_errors
+                    .get_or_create(&vec![("kind", k.label())])
+                    .clone()
+            }),
+            ..Stats::default()
+        };
+        registry.register(
+            "memcached_webhook_autoscaler_conflicts_unchecked",
+            "Validations admitted without the autoscaler-conflict rule because the index could \
+             not be trusted (not listed yet, API server unreachable or forbidden)",
+            stats.unchecked.clone(),
+        );
+        registry.register(
+            "memcached_webhook_autoscaler_index_objects",
+            "HPAs and ScaledObjects aimed at an apps Deployment, in the index, by kind",
+            objects,
+        );
+        registry.register(
+            "memcached_webhook_autoscaler_watch_synced",
+            "1 when the kind is listed and watched (or not served by the cluster), else 0",
+            synced,
+        );
+        registry.register(
+            "memcached_webhook_autoscaler_watch_errors",
+            "Failed lists, watches and discoveries of the autoscaler watch, by kind",
+            watch_errors,
+        );
+        stats
+    }
 }
 
 /// Where one kind's watch stands.

@@ -14,7 +14,8 @@ use prometheus_client::registry::Registry;
 use crate::admission::{Enforcement, Operation, Verdict, Webhook};
 use crate::memcached::validate::Rule;
 
-type Labels = Vec<(&'static str, &'static str)>;
+/// A series' labels; the modules that register their own metrics use it too.
+pub(crate) type Labels = Vec<(&'static str, &'static str)>;
 
 /// Latency buckets from 10 µs to 10 s: an answer normally takes tens of microseconds.
 const LATENCY_BUCKETS: [f64; 16] = [
@@ -203,261 +204,26 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Every metric, each registered by the function (or the module, for the certificate reloader
+    /// and the autoscaler watch) that owns its handles; the text lists them in this order.
     pub fn new() -> Self {
         let mut registry = Registry::default();
-        let requests = Family::<Labels, Counter>::default();
-        let latency =
-            Family::<Labels, Histogram>::new_with_constructor(|| Histogram::new(LATENCY_BUCKETS));
-        let in_flight = Family::<Labels, Gauge>::default();
-        let admissions = Family::<Labels, Counter>::default();
-        let warnings = Family::<Labels, Counter>::default();
-        let violations = Family::<Labels, Counter>::default();
-        let violation_handles: Vec<Counter> = Enforcement::ALL
-            .iter()
-            .flat_map(|e| Rule::ALL.iter().map(move |r| (e.label(), r.label())))
-            .map(|(action, rule)| {
-                violations
-                    .get_or_create(&vec![("action", action), ("rule", rule)])
-                    .clone()
-            })
-            .collect();
-        let per_webhook = |webhook: Webhook| {
-            let path = webhook.path();
-            let mut admission_handles = Vec::new();
-            for op in ["CREATE", "UPDATE", "DELETE", "CONNECT", "unknown"] {
-                for verdict in ["allowed", "denied"] {
-                    let labels = vec![("webhook", path), ("operation", op), ("verdict", verdict)];
-                    admission_handles.push(admissions.get_or_create(&labels).clone());
-                }
-            }
-            WebhookMetrics {
-                latency: latency.get_or_create(&vec![("webhook", path)]).clone(),
-                in_flight: in_flight.get_or_create(&vec![("webhook", path)]).clone(),
-                requests: CODES
-                    .iter()
-                    .map(|&(code, label)| {
-                        (
-                            code,
-                            requests
-                                .get_or_create(&vec![("webhook", path), ("code", label)])
-                                .clone(),
-                        )
-                    })
-                    .collect(),
-                requests_other: requests
-                    .get_or_create(&vec![("webhook", path), ("code", "other")])
-                    .clone(),
-                admissions: admission_handles,
-                warnings: warnings.get_or_create(&vec![("webhook", path)]).clone(),
-                violations: violation_handles.clone(),
-            }
-        };
-        let (mutate, validate) = (per_webhook(Webhook::Mutate), per_webhook(Webhook::Validate));
-        registry.register(
-            "controller_runtime_webhook_requests",
-            "HTTP requests by webhook path and status code",
-            requests,
-        );
-        registry.register(
-            "controller_runtime_webhook_latency_seconds",
-            "Time to answer a webhook request",
-            latency,
-        );
-        registry.register(
-            "controller_runtime_webhook_requests_in_flight",
-            "Webhook requests being answered",
-            in_flight,
-        );
-        registry.register(
-            "memcached_webhook_admissions",
-            "Admission decisions by webhook, operation and verdict",
-            admissions,
-        );
-        registry.register(
-            "memcached_webhook_warnings",
-            "Warnings returned to clients",
-            warnings,
-        );
-        registry.register(
-            "memcached_webhook_validation_violations",
-            "Validation violations by what was done (deny, warn, audit, ratcheted: already stored) and rule",
-            violations,
-        );
-
-        let bad = Family::<Labels, Counter>::default();
-        let bad_requests = BadRequest::ALL
-            .iter()
-            .map(|r| bad.get_or_create(&vec![("reason", r.label())]).clone())
-            .collect();
-        registry.register(
-            "memcached_webhook_bad_requests",
-            "Requests answered with an HTTP error, by reason",
-            bad,
-        );
-
-        let handshakes = Family::<Labels, Counter>::default();
-        let handshake_failures = handshakes.get_or_create(&vec![("reason", "error")]).clone();
-        let handshake_timeouts = handshakes
-            .get_or_create(&vec![("reason", "timeout")])
-            .clone();
-        registry.register(
-            "memcached_webhook_tls_handshake_failures",
-            "TLS handshakes that failed or timed out",
-            handshakes,
-        );
+        let (mutate, validate) = WebhookMetrics::register(&mut registry);
+        let bad_requests = BadRequest::register(&mut registry);
+        let (handshake_failures, handshake_timeouts) = register_handshakes(&mut registry);
         let connections_open = Gauge::default();
         registry.register(
             "memcached_webhook_connections_open",
             "Open connections on the webhook port",
             connections_open.clone(),
         );
-
         let ready = Gauge::default();
         registry.register(
             "memcached_webhook_ready",
             "1 while /readyz answers 200 (a certificate loaded, the webhook port accepting, no shutdown begun), else 0",
             ready.clone(),
         );
-
-        let states = Family::<Labels, Gauge>::default();
-        let evictions = Family::<Labels, Counter>::default();
-        let connections = Connections {
-            by_state: CONNECTION_STATES.map(|l| states.get_or_create(&vec![("state", l)]).clone()),
-            evictions: EVICTION_REASONS
-                .map(|l| evictions.get_or_create(&vec![("reason", l)]).clone()),
-            pressure_seconds: Counter::default(),
-            closed: register_closed(&mut registry),
-        };
-        registry.register(
-            "memcached_webhook_connections",
-            "Webhook connections by state: pre_handshake (accepted, no slot and no TLS state yet), \
-             handshaking, idle (between requests), active (a request arriving or in service)",
-            states,
-        );
-        registry.register(
-            "memcached_webhook_connection_evictions",
-            "Connections closed to make room for new ones, by reason: idle (keep-alive between \
-             requests), incomplete (no request completed yet), pre_handshake (past its ceiling), \
-             busy (every slot in service: asked to close after its answer)",
-            evictions,
-        );
-        registry.register(
-            "memcached_webhook_connection_pressure_seconds",
-            "Seconds during which new connections found every slot taken or the pre-handshake \
-             ceiling reached (connections were being evicted)",
-            connections.pressure_seconds.clone(),
-        );
-
-        let reloads = Family::<Labels, Counter>::default();
-        let cert_reloads_ok = reloads.get_or_create(&vec![("result", "success")]).clone();
-        let cert_reloads_failed = reloads.get_or_create(&vec![("result", "failure")]).clone();
-        registry.register(
-            "memcached_webhook_certificate_reloads",
-            "Serving certificate loads by result",
-            reloads,
-        );
-        let cert_expiry = Gauge::default();
-        registry.register(
-            "memcached_webhook_certificate_expiry_timestamp_seconds",
-            "notAfter of the served certificate (Unix seconds)",
-            cert_expiry.clone(),
-        );
-
-        let body_budget = BodyBudget::default();
-        registry.register(
-            "memcached_webhook_body_budget_bytes",
-            "The memory budget for request bodies in flight (--max-inflight-body-bytes)",
-            body_budget.capacity.clone(),
-        );
-        registry.register(
-            "memcached_webhook_body_budget_in_use_bytes",
-            "Bytes of the body budget held by requests (bodies, and the parser for large ones)",
-            body_budget.in_use.clone(),
-        );
-        registry.register(
-            "memcached_webhook_body_budget_waits",
-            "Requests that waited for body budget",
-            body_budget.waits.clone(),
-        );
-        registry.register(
-            "memcached_webhook_body_budget_refusals",
-            "Requests refused for lack of body budget (503, or 413 when larger than the budget)",
-            body_budget.refusals.clone(),
-        );
-
-        let autoscalers = crate::autoscalers::Stats::default();
-        let by_kind = |family: &Family<Labels, Gauge>| {
-            crate::autoscalers::Kind::ALL
-                .map(|k| family.get_or_create(&vec![("kind", k.label())]).clone())
-        };
-        let objects = Family::<Labels, Gauge>::default();
-        let synced = Family::<Labels, Gauge>::default();
-        let watch_errors = Family::<Labels, Counter>::default();
-        let autoscalers = crate::autoscalers::Stats {
-            objects: by_kind(&objects),
-            synced: by_kind(&synced),
-            watch_errors: crate::autoscalers::Kind::ALL.map(|k| {
-                watch_errors
-                    .get_or_create(&vec![("kind", k.label())])
-                    .clone()
-            }),
-            ..autoscalers
-        };
-        registry.register(
-            "memcached_webhook_autoscaler_conflicts_unchecked",
-            "Validations admitted without the autoscaler-conflict rule because the index could \
-             not be trusted (not listed yet, API server unreachable or forbidden)",
-            autoscalers.unchecked.clone(),
-        );
-        registry.register(
-            "memcached_webhook_autoscaler_index_objects",
-            "HPAs and ScaledObjects aimed at an apps Deployment, in the index, by kind",
-            objects,
-        );
-        registry.register(
-            "memcached_webhook_autoscaler_watch_synced",
-            "1 when the kind is listed and watched (or not served by the cluster), else 0",
-            synced,
-        );
-        registry.register(
-            "memcached_webhook_autoscaler_watch_errors",
-            "Failed lists, watches and discoveries of the autoscaler watch, by kind",
-            watch_errors,
-        );
-
-        let process = Process::default();
-        registry.register(
-            "memcached_webhook_log_lines_dropped",
-            "Log lines dropped because stderr could not keep up (never blocks a request)",
-            process.log_lines_dropped.clone(),
-        );
-        let start = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
-        process.start_time.set(start);
-        registry.register(
-            "process_start_time_seconds",
-            "Start time of the process (Unix seconds)",
-            process.start_time.clone(),
-        );
-        registry.register(
-            "process_cpu_seconds",
-            "User and system CPU time spent",
-            process.cpu_seconds.clone(),
-        );
-        registry.register(
-            "process_resident_memory_bytes",
-            "Resident memory size",
-            process.resident_bytes.clone(),
-        );
-        registry.register(
-            "process_open_fds",
-            "Open file descriptors",
-            process.open_fds.clone(),
-        );
-
         Metrics {
-            registry,
             mutate,
             validate,
             bad_requests,
@@ -465,15 +231,12 @@ impl Metrics {
             handshake_timeouts,
             connections_open,
             ready,
-            connections,
-            certificates: crate::tls::reload::Stats {
-                reloads_ok: cert_reloads_ok,
-                reloads_failed: cert_reloads_failed,
-                not_after: cert_expiry,
-            },
-            body_budget,
-            autoscalers,
-            process,
+            connections: Connections::register(&mut registry),
+            certificates: crate::tls::reload::Stats::register(&mut registry),
+            body_budget: BodyBudget::register(&mut registry),
+            autoscalers: crate::autoscalers::Stats::register(&mut registry),
+            process: Process::register(&mut registry),
+            registry,
         }
     }
 
@@ -521,7 +284,211 @@ fn register_closed(registry: &mut Registry) -> [[Counter; 3]; 6] {
     closed
 }
 
+impl WebhookMetrics {
+    /// The controller-runtime request metrics and ours, with a handle per webhook, operation,
+    /// verdict, status code, action and rule resolved up front.
+    fn register(registry: &mut Registry) -> (WebhookMetrics, WebhookMetrics) {
+        let requests = Family::<Labels, Counter>::default();
+        let latency =
+            Family::<Labels, Histogram>::new_with_constructor(|| Histogram::new(LATENCY_BUCKETS));
+        let in_flight = Family::<Labels, Gauge>::default();
+        let admissions = Family::<Labels, Counter>::default();
+        let warnings = Family::<Labels, Counter>::default();
+        let violations = Family::<Labels, Counter>::default();
+        let violation_handles: Vec<Counter> = Enforcement::ALL
+            .iter()
+            .flat_map(|e| Rule::ALL.iter().map(move |r| (e.label(), r.label())))
+            .map(|(action, rule)| {
+                violations
+                    .get_or_create(&vec![("action", action), ("rule", rule)])
+                    .clone()
+            })
+            .collect();
+        let per_webhook = |webhook: Webhook| {
+            let path = webhook.path();
+            let mut admission_handles = Vec::new();
+            for op in ["CREATE", "UPDATE", "DELETE", "CONNECT", "unknown"] {
+                for verdict in ["allowed", "denied"] {
+                    let labels = vec![("webhook", path), ("operation", op), ("verdict", verdict)];
+                    admission_handles.push(admissions.get_or_create(&labels).clone());
+                }
+            }
+            let code = |label| requests.get_or_create(&vec![("webhook", path), ("code", label)]);
+            WebhookMetrics {
+                latency: latency.get_or_create(&vec![("webhook", path)]).clone(),
+                in_flight: in_flight.get_or_create(&vec![("webhook", path)]).clone(),
+                requests: CODES
+                    .iter()
+                    .map(|&(c, label)| (c, code(label).clone()))
+                    .collect(),
+                requests_other: code("other").clone(),
+                admissions: admission_handles,
+                warnings: warnings.get_or_create(&vec![("webhook", path)]).clone(),
+                violations: violation_handles.clone(),
+            }
+        };
+        let both = (per_webhook(Webhook::Mutate), per_webhook(Webhook::Validate));
+        registry.register(
+            "controller_runtime_webhook_requests",
+            "HTTP requests by webhook path and status code",
+            requests,
+        );
+        registry.register(
+            "controller_runtime_webhook_latency_seconds",
+            "Time to answer a webhook request",
+            latency,
+        );
+        registry.register(
+            "controller_runtime_webhook_requests_in_flight",
+            "Webhook requests being answered",
+            in_flight,
+        );
+        registry.register(
+            "memcached_webhook_admissions",
+            "Admission decisions by webhook, operation and verdict",
+            admissions,
+        );
+        registry.register(
+            "memcached_webhook_warnings",
+            "Warnings returned to clients",
+            warnings,
+        );
+        registry.register(
+            "memcached_webhook_validation_violations",
+            "Validation violations by what was done (deny, warn, audit, ratcheted: already stored) and rule",
+            violations,
+        );
+        both
+    }
+}
+
+impl BadRequest {
+    fn register(registry: &mut Registry) -> Vec<Counter> {
+        let bad = Family::<Labels, Counter>::default();
+        let handles = BadRequest::ALL
+            .iter()
+            .map(|r| bad.get_or_create(&vec![("reason", r.label())]).clone())
+            .collect();
+        registry.register(
+            "memcached_webhook_bad_requests",
+            "Requests answered with an HTTP error, by reason",
+            bad,
+        );
+        handles
+    }
+}
+
+/// `memcached_webhook_tls_handshake_failures_total{reason}`: (error, timeout).
+fn register_handshakes(registry: &mut Registry) -> (Counter, Counter) {
+    let handshakes = Family::<Labels, Counter>::default();
+    let failures = handshakes.get_or_create(&vec![("reason", "error")]).clone();
+    let timeouts = handshakes
+        .get_or_create(&vec![("reason", "timeout")])
+        .clone();
+    registry.register(
+        "memcached_webhook_tls_handshake_failures",
+        "TLS handshakes that failed or timed out",
+        handshakes,
+    );
+    (failures, timeouts)
+}
+
+impl Connections {
+    fn register(registry: &mut Registry) -> Self {
+        let states = Family::<Labels, Gauge>::default();
+        let evictions = Family::<Labels, Counter>::default();
+        let connections = Connections {
+            by_state: CONNECTION_STATES.map(|l| states.get_or_create(&vec![("state", l)]).clone()),
+            evictions: EVICTION_REASONS
+                .map(|l| evictions.get_or_create(&vec![("reason", l)]).clone()),
+            pressure_seconds: Counter::default(),
+            closed: register_closed(registry),
+        };
+        registry.register(
+            "memcached_webhook_connections",
+            "Webhook connections by state: pre_handshake (accepted, no slot and no TLS state yet), \
+             handshaking, idle (between requests), active (a request arriving or in service)",
+            states,
+        );
+        registry.register(
+            "memcached_webhook_connection_evictions",
+            "Connections closed to make room for new ones, by reason: idle (keep-alive between \
+             requests), incomplete (no request completed yet), pre_handshake (past its ceiling), \
+             busy (every slot in service: asked to close after its answer)",
+            evictions,
+        );
+        registry.register(
+            "memcached_webhook_connection_pressure_seconds",
+            "Seconds during which new connections found every slot taken or the pre-handshake \
+             ceiling reached (connections were being evicted)",
+            connections.pressure_seconds.clone(),
+        );
+        connections
+    }
+}
+
+impl BodyBudget {
+    fn register(registry: &mut Registry) -> Self {
+        let body_budget = BodyBudget::default();
+        registry.register(
+            "memcached_webhook_body_budget_bytes",
+            "The memory budget for request bodies in flight (--max-inflight-body-bytes)",
+            body_budget.capacity.clone(),
+        );
+        registry.register(
+            "memcached_webhook_body_budget_in_use_bytes",
+            "Bytes of the body budget held by requests (bodies, and the parser for large ones)",
+            body_budget.in_use.clone(),
+        );
+        registry.register(
+            "memcached_webhook_body_budget_waits",
+            "Requests that waited for body budget",
+            body_budget.waits.clone(),
+        );
+        registry.register(
+            "memcached_webhook_body_budget_refusals",
+            "Requests refused for lack of body budget (503, or 413 when larger than the budget)",
+            body_budget.refusals.clone(),
+        );
+        body_budget
+    }
+}
+
 impl Process {
+    fn register(registry: &mut Registry) -> Self {
+        let process = Process::default();
+        registry.register(
+            "memcached_webhook_log_lines_dropped",
+            "Log lines dropped because stderr could not keep up (never blocks a request)",
+            process.log_lines_dropped.clone(),
+        );
+        let start = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        process.start_time.set(start);
+        registry.register(
+            "process_start_time_seconds",
+            "Start time of the process (Unix seconds)",
+            process.start_time.clone(),
+        );
+        registry.register(
+            "process_cpu_seconds",
+            "User and system CPU time spent",
+            process.cpu_seconds.clone(),
+        );
+        registry.register(
+            "process_resident_memory_bytes",
+            "Resident memory size",
+            process.resident_bytes.clone(),
+        );
+        registry.register(
+            "process_open_fds",
+            "Open file descriptors",
+            process.open_fds.clone(),
+        );
+        process
+    }
+
     /// Reads CPU time, resident memory and open descriptors from /proc (Linux; zero elsewhere).
     fn refresh(&self) {
         let ticks = 100.0; // USER_HZ, 100 on every Linux architecture we ship.

@@ -11,13 +11,16 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher as _};
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
+use prometheus_client::registry::Registry;
 use rustls::crypto::CryptoProvider;
 use rustls::sign::CertifiedKey;
 use tokio::sync::Notify;
 use x509_parser::time::ASN1Time;
 
 use super::{ClientVerifier, LoadError, Resolver, from_pem};
+use crate::metrics::Labels;
 
 /// A quiet period that must pass after the last event before reading: a kubelet update is a
 /// burst of creates, renames and a delete.
@@ -45,6 +48,31 @@ pub struct Stats {
     pub reloads_failed: Counter,
     /// The served leaf's notAfter, in seconds since the Unix epoch (0 before the first load).
     pub not_after: Gauge,
+}
+
+impl Stats {
+    /// `memcached_webhook_certificate_reloads_total{result}` and the served leaf's expiry.
+    pub(crate) fn register(registry: &mut Registry) -> Self {
+        let reloads = Family::<Labels, Counter>::default();
+        let reloads_ok = reloads.get_or_create(&vec![("result", "success")]).clone();
+        let reloads_failed = reloads.get_or_create(&vec![("result", "failure")]).clone();
+        registry.register(
+            "memcached_webhook_certificate_reloads",
+            "Serving certificate loads by result",
+            reloads,
+        );
+        let not_after = Gauge::default();
+        registry.register(
+            "memcached_webhook_certificate_expiry_timestamp_seconds",
+            "notAfter of the served certificate (Unix seconds)",
+            not_after.clone(),
+        );
+        Stats {
+            reloads_ok,
+            reloads_failed,
+            not_after,
+        }
+    }
 }
 
 /// What was loaded last: the raw bytes, so an unchanged file is not parsed again.
