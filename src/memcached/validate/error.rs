@@ -4,7 +4,6 @@
 use std::fmt;
 
 use super::PDB;
-use crate::admission::response::Cause;
 
 /// One field error, shaped like apimachinery's `field.Error`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -46,38 +45,14 @@ impl FieldError {
     /// [`FieldError`]'s text in a string sized for it: `to_string` grows one from empty, five or
     /// six reallocations per message, which were a sixth of a denial's instructions.
     pub fn message(&self) -> String {
-        self.written(true)
-    }
-
-    /// The text, with or without the leading `<field>: `.
-    fn written(&self, with_field: bool) -> String {
         use fmt::Write as _;
         let value = match &self.kind {
             ErrorKind::Invalid(v) | ErrorKind::NotSupported(v) => v.len(),
             _ => 0,
         };
         let mut text = String::with_capacity(self.field.len() + value + self.detail.len() + 24);
-        let _ = if with_field {
-            write!(text, "{self}")
-        } else {
-            write!(text, "{}", Body(self))
-        };
+        let _ = write!(text, "{self}");
         text
-    }
-
-    /// The `status.details.causes[]` entry: reason, the error body without the path, the path.
-    pub fn cause(&self) -> Cause {
-        let reason = match self.kind {
-            ErrorKind::Invalid(_) => "FieldValueInvalid",
-            ErrorKind::Required => "FieldValueRequired",
-            ErrorKind::NotSupported(_) => "FieldValueNotSupported",
-            ErrorKind::Forbidden | ErrorKind::Autoscaled => "FieldValueForbidden",
-        };
-        Cause {
-            reason,
-            message: self.written(false),
-            field: self.field.clone(),
-        }
     }
 
     /// apimachinery's `ErrorBody()`.
@@ -225,13 +200,5 @@ impl Rule {
     /// The position in [`Rule::ALL`].
     pub const fn index(self) -> usize {
         self as usize
-    }
-}
-
-struct Body<'a>(&'a FieldError);
-
-impl fmt::Display for Body<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.write_body(f)
     }
 }

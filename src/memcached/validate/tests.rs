@@ -86,18 +86,12 @@ fn errors_render_like_apimachinery() {
         (
             FieldError::invalid("spec.a", "\"x\"".into(), "bad"),
             "spec.a: Invalid value: \"x\": bad",
-            ("FieldValueInvalid", "Invalid value: \"x\": bad"),
         ),
         (
             FieldError::required("spec.b", "needed"),
             "spec.b: Required value: needed",
-            ("FieldValueRequired", "Required value: needed"),
         ),
-        (
-            FieldError::required("spec.c", ""),
-            "spec.c: Required value",
-            ("FieldValueRequired", "Required value"),
-        ),
+        (FieldError::required("spec.c", ""), "spec.c: Required value"),
         (
             FieldError {
                 field: "spec.d".into(),
@@ -105,10 +99,6 @@ fn errors_render_like_apimachinery() {
                 detail: "supported values: \"A\", \"B\"".into(),
             },
             "spec.d: Unsupported value: \"Foo\": supported values: \"A\", \"B\"",
-            (
-                "FieldValueNotSupported",
-                "Unsupported value: \"Foo\": supported values: \"A\", \"B\"",
-            ),
         ),
         (
             FieldError {
@@ -117,14 +107,12 @@ fn errors_render_like_apimachinery() {
                 detail: "no".into(),
             },
             "spec.e: Forbidden: no",
-            ("FieldValueForbidden", "Forbidden: no"),
         ),
     ];
-    for (e, text, (reason, message)) in cases {
+    // The wire cause is `admission::response`'s (its tests hold the reasons).
+    for (e, text) in cases {
         assert_eq!(e.to_string(), text);
-        let cause = e.cause();
-        assert_eq!((cause.reason, cause.message.as_str()), (reason, message));
-        assert_eq!(cause.field, e.field);
+        assert_eq!(e.message(), text);
     }
 }
 
