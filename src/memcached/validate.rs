@@ -160,4 +160,6 @@ pub(crate) fn non_empty_or<'a>(field: Field<&'a str>, default: &'a str) -> &'a s
 }
 
 #[cfg(test)]
+mod test_support;
+#[cfg(test)]
 mod tests;

@@ -202,3 +202,6 @@ impl Rule {
         self as usize
     }
 }
+
+#[cfg(test)]
+mod tests;

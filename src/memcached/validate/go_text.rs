@@ -122,3 +122,6 @@ pub(crate) fn render(v: Val<'_, '_>) -> String {
         Kind::Object => "{...}".to_owned(),
     }
 }
+
+#[cfg(test)]
+mod tests;

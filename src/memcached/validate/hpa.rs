@@ -604,3 +604,6 @@ fn dns1123_label(s: &str) -> Vec<&'static str> {
     }
     problems
 }
+
+#[cfg(test)]
+mod tests;

@@ -25,3 +25,6 @@ fn check_image(field: &'static str, img: &str, errors: &mut Vec<FieldError>) {
         Err(e) => errors.push(FieldError::invalid(field, go_quote(img), e.to_string())),
     }
 }
+
+#[cfg(test)]
+mod tests;

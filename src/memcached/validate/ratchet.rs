@@ -42,3 +42,6 @@ pub fn ratchet(
         !kept
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -206,3 +206,6 @@ pub(crate) fn uses_utilization(autoscaling: &Autoscaling<'_, '_>, resource: &str
             })
     })
 }
+
+#[cfg(test)]
+mod tests;

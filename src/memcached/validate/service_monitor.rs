@@ -33,3 +33,6 @@ pub(super) fn check(spec: &Spec<'_, '_>, errors: &mut Vec<FieldError>) {
         ));
     }
 }
+
+#[cfg(test)]
+mod tests;
