@@ -8,9 +8,12 @@
 //! `spec.replicas` as sent, because it exists to catch objects that bypassed the defaulter.
 //!
 //! Order: R1 memory limit, R2–R4 PDB, R5 graceful shutdown, R6–R7 secrets (SASL, TLS), R8–R10
-//! autoscaling (replicas, minReplicas, CPU request); then memcached start ([`start`]), images,
-//! Prometheus durations, the HPA ([`hpa`]), other autoscalers of the Deployment ([`autoscalers`],
-//! only where the cluster is known); warnings last ([`warnings`]).
+//! autoscaling (replicas, minReplicas, CPU request) ([`reference`](mod@reference)); then
+//! memcached start ([`start`]), images ([`images`]), Prometheus durations ([`service_monitor`]),
+//! the HPA ([`hpa`]), other autoscalers of the Deployment ([`autoscalers`], only where the
+//! cluster is known); warnings last ([`warnings`]). A violation is a [`FieldError`] ([`error`]),
+//! its value written as Go writes it ([`go_text`]); an update counts only what it introduces
+//! ([`ratchet`](mod@ratchet)).
 //!
 //! A valid spec allocates nothing here (field paths are rendered only for errors).
 

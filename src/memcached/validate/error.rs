@@ -28,8 +28,8 @@ pub enum ErrorKind {
     /// `Forbidden`, as the apiserver reports a second HPA metric source.
     Forbidden,
     /// `Forbidden` too, for the one rule that reads the cluster: another autoscaler already
-    /// scales the Memcached's Deployment ([`autoscalers`]). Its own kind so that the metric and
-    /// ratcheting can tell it apart.
+    /// scales the Memcached's Deployment ([`super::autoscalers`]). Its own kind so that the
+    /// metric and ratcheting can tell it apart.
     Autoscaled,
 }
 
@@ -93,8 +93,8 @@ impl FieldError {
 impl FieldError {
     /// Whether the message shows the value at [`FieldError::field`], so that any other value
     /// there gives another message. Not so for `Required` and `Forbidden` (no value), for a
-    /// container shown by its shape ([`render`]'s `{...}`), nor for R2, which is reported on
-    /// the whole PodDisruptionBudget with the reference's `""`.
+    /// container shown by its shape ([`super::render`]'s `{...}`), nor for R2, which is reported
+    /// on the whole PodDisruptionBudget with the reference's `""`.
     pub(super) fn names_value(&self) -> bool {
         match &self.kind {
             ErrorKind::Invalid(v) | ErrorKind::NotSupported(v) => v != "{...}" && v != "[...]",
