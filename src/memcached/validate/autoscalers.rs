@@ -167,7 +167,7 @@ mod tests {
         let bare = judge(&index, "ns", &json!({"metadata": {"name": "cache"}}));
         assert_eq!(bare.errors[0].field, "spec.replicas");
         assert_eq!(bare.errors[0].rule(), Rule::AutoscalerConflict);
-        assert_eq!(bare.errors[0].cause().reason, "FieldValueForbidden");
+        assert_eq!(bare.errors[0].kind, ErrorKind::Autoscaled);
     }
 
     #[test]

@@ -11,62 +11,13 @@
 //! condition, the reference's message), and `tolerance` is checked even where the apiserver
 //! drops it (its `HPAConfigurableTolerance` gate off, before 1.34): a negative one means nothing.
 
-use std::fmt;
+mod behavior;
+mod path;
 
 use super::{BadValue, ErrorKind, FieldError, go_quote, read_quantity, render};
 use crate::json::{Field, Kind, Val};
 use crate::memcached::Autoscaling;
-
-/// A field path built on the stack and rendered only when an error needs it.
-#[derive(Clone, Copy)]
-pub(super) struct Path<'a> {
-    parent: Option<&'a Path<'a>>,
-    segment: Segment,
-}
-
-#[derive(Clone, Copy)]
-enum Segment {
-    Name(&'static str),
-    Index(usize),
-}
-
-impl<'a> Path<'a> {
-    pub(super) const fn root(name: &'static str) -> Path<'static> {
-        Path {
-            parent: None,
-            segment: Segment::Name(name),
-        }
-    }
-
-    fn child(&'a self, name: &'static str) -> Path<'a> {
-        Path {
-            parent: Some(self),
-            segment: Segment::Name(name),
-        }
-    }
-
-    fn index(&'a self, i: usize) -> Path<'a> {
-        Path {
-            parent: Some(self),
-            segment: Segment::Index(i),
-        }
-    }
-}
-
-impl fmt::Display for Path<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(parent) = self.parent {
-            write!(f, "{parent}")?;
-            if let Segment::Name(_) = self.segment {
-                f.write_str(".")?;
-            }
-        }
-        match self.segment {
-            Segment::Name(name) => f.write_str(name),
-            Segment::Index(i) => write!(f, "[{i}]"),
-        }
-    }
-}
+use path::Path;
 
 pub(crate) const METRIC_TYPES: [&str; 5] = [
     "ContainerResource",
@@ -356,48 +307,52 @@ impl Checker<'_> {
                     );
                 }
             }
-            _ => {
-                // resource and containerResource
-                let name = self.string(Some(s), "name", path);
-                let name_path = path.child("name");
-                if name.is_empty() {
-                    self.required(&name_path, "must specify a resource name");
-                } else if member == "containerResource" && !is_container_resource(name) {
+            _ => self.resource_source(member, s, path),
+        }
+    }
+
+    /// `resource` and `containerResource`: a resource name (a container's too), and a target
+    /// utilization or raw value, not both.
+    fn resource_source(&mut self, member: &str, s: Val<'_, '_>, path: &Path<'_>) {
+        let target_path = path.child("target");
+        let name = self.string(Some(s), "name", path);
+        let name_path = path.child("name");
+        if name.is_empty() {
+            self.required(&name_path, "must specify a resource name");
+        } else if member == "containerResource" && !is_container_resource(name) {
+            self.push(
+                &name_path,
+                ErrorKind::Invalid(go_quote(name)),
+                "must be a standard resource for containers",
+            );
+        }
+        if member == "containerResource" {
+            let container = self.string(Some(s), "container", path);
+            let container_path = path.child("container");
+            if container.is_empty() {
+                self.required(&container_path, "must specify a container");
+            } else {
+                for problem in dns1123_label(container) {
                     self.push(
-                        &name_path,
-                        ErrorKind::Invalid(go_quote(name)),
-                        "must be a standard resource for containers",
-                    );
-                }
-                if member == "containerResource" {
-                    let container = self.string(Some(s), "container", path);
-                    let container_path = path.child("container");
-                    if container.is_empty() {
-                        self.required(&container_path, "must specify a container");
-                    } else {
-                        for problem in dns1123_label(container) {
-                            self.push(
-                                &container_path,
-                                ErrorKind::Invalid(go_quote(container)),
-                                problem,
-                            );
-                        }
-                    }
-                }
-                let t = self.target(s, path);
-                if !t.average_utilization && !t.average_value {
-                    self.required(
-                        &target_path.child("averageUtilization"),
-                        "must set either a target raw value or a target utilization",
-                    );
-                }
-                if t.average_utilization && t.average_value {
-                    self.forbidden(
-                        &target_path.child("averageValue"),
-                        "may not set both a target raw value and a target utilization",
+                        &container_path,
+                        ErrorKind::Invalid(go_quote(container)),
+                        problem,
                     );
                 }
             }
+        }
+        let t = self.target(s, path);
+        if !t.average_utilization && !t.average_value {
+            self.required(
+                &target_path.child("averageUtilization"),
+                "must set either a target raw value or a target utilization",
+            );
+        }
+        if t.average_utilization && t.average_value {
+            self.forbidden(
+                &target_path.child("averageValue"),
+                "may not set both a target raw value and a target utilization",
+            );
         }
     }
 
@@ -474,106 +429,6 @@ impl Checker<'_> {
             average_utilization: set("averageUtilization"),
         }
     }
-
-    // --- behavior ---
-
-    /// `validateScalingRules` after `SetDefaults`: nil `selectPolicy` and `policies` are filled
-    /// in, and so is an empty `policies` list (the operator's Go types drop it: `omitempty`).
-    fn scaling_rules(&mut self, rules: Val<'_, '_>, path: &Path<'_>) {
-        let rules = Some(rules);
-        if let Some(w) = self.int32(rules, "stabilizationWindowSeconds", path) {
-            let p = path.child("stabilizationWindowSeconds");
-            if w < 0 {
-                self.push(
-                    &p,
-                    ErrorKind::Invalid(w.to_string()),
-                    "must be greater than or equal to zero",
-                );
-            }
-            if w > MAX_STABILIZATION_WINDOW_SECONDS {
-                let detail =
-                    format!("must be less than or equal to {MAX_STABILIZATION_WINDOW_SECONDS}");
-                self.push(&p, ErrorKind::Invalid(w.to_string()), detail);
-            }
-        }
-        if let Some(v) = rules
-            .and_then(|r| r.get("tolerance"))
-            .filter(|v| !v.is_null())
-        {
-            let p = path.child("tolerance");
-            match read_quantity(v) {
-                Ok(q) if q.value < crate::memcached::quantity::Quantity::from_json_i64(0) => self
-                    .push(
-                        &p,
-                        ErrorKind::Invalid(go_quote(&q.go_string())),
-                        "must be greater than or equal to 0",
-                    ),
-                Ok(_) => {}
-                Err(BadValue { value, detail }) => self.push(
-                    &p,
-                    ErrorKind::Invalid(value),
-                    format!("{detail}; a tolerance is a fraction, e.g. 0.05 for 5%"),
-                ),
-            }
-        }
-        if rules
-            .and_then(|r| r.get("selectPolicy"))
-            .is_some_and(|v| !v.is_null())
-        {
-            let policy = self.string(rules, "selectPolicy", path);
-            if !SELECT_POLICIES.contains(&policy) {
-                self.not_supported(&path.child("selectPolicy"), policy, &SELECT_POLICIES);
-            }
-        }
-        let policies_path = path.child("policies");
-        let Some(policies) = rules
-            .and_then(|r| r.get("policies"))
-            .filter(|v| !v.is_null())
-        else {
-            return;
-        };
-        let Some(items) = policies.items() else {
-            return self.type_error(policies, &policies_path, "an array");
-        };
-        for (j, policy) in items.enumerate() {
-            let p = policies_path.index(j);
-            let policy = if policy.is_null() {
-                None
-            } else {
-                self.object(Some(policy), &p)
-            };
-            self.scaling_policy(policy, &p);
-        }
-    }
-
-    /// `validateScalingPolicy` (a null policy decodes as the zero policy).
-    fn scaling_policy(&mut self, policy: Option<Val<'_, '_>>, path: &Path<'_>) {
-        let ty = self.string(policy, "type", path);
-        if !POLICY_TYPES.contains(&ty) {
-            self.not_supported(&path.child("type"), ty, &POLICY_TYPES);
-        }
-        let value = self.int32(policy, "value", path).unwrap_or(0);
-        if value <= 0 {
-            self.push(
-                &path.child("value"),
-                ErrorKind::Invalid(value.to_string()),
-                "must be greater than zero",
-            );
-        }
-        let period = self.int32(policy, "periodSeconds", path).unwrap_or(0);
-        let p = path.child("periodSeconds");
-        if period <= 0 {
-            self.push(
-                &p,
-                ErrorKind::Invalid(period.to_string()),
-                "must be greater than zero",
-            );
-        }
-        if period > MAX_PERIOD_SECONDS {
-            let detail = format!("must be less than or equal to {MAX_PERIOD_SECONDS}");
-            self.push(&p, ErrorKind::Invalid(period.to_string()), detail);
-        }
-    }
 }
 
 /// `ValidateContainerResourceName` for names without a domain: the standard container resources
@@ -604,3 +459,6 @@ fn dns1123_label(s: &str) -> Vec<&'static str> {
     }
     problems
 }
+
+#[cfg(test)]
+mod tests;

@@ -247,3 +247,6 @@ fn verbosity(v: i32, errors: &mut Vec<FieldError>) {
     };
     errors.push(FieldError::invalid(VERBOSITY, v.to_string(), detail));
 }
+
+#[cfg(test)]
+mod tests;

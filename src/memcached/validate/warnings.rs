@@ -141,3 +141,6 @@ fn pdb_allows_total_eviction(spec: &Spec<'_, '_>, warnings: &mut Vec<String>) {
         ));
     }
 }
+
+#[cfg(test)]
+mod tests;
