@@ -10,18 +10,18 @@
 //! Order: R1 memory limit, R2–R4 PDB, R5 graceful shutdown, R6–R7 secrets (SASL, TLS), R8–R10
 //! autoscaling (replicas, minReplicas, CPU request) ([`reference`](mod@reference)); then
 //! memcached start ([`start`]), images ([`images`]), Prometheus durations ([`service_monitor`]),
-//! the HPA ([`hpa`]), other autoscalers of the Deployment ([`autoscalers`], only where the
+//! the HPA ([`hpa`]), other autoscalers of the Deployment ([`one_autoscaler`], only where the
 //! cluster is known); warnings last ([`warnings`]). A violation is a [`FieldError`] ([`error`]),
 //! its value written as Go writes it ([`go_text`]); an update counts only what it introduces
 //! ([`ratchet`](mod@ratchet)).
 //!
 //! A valid spec allocates nothing here (field paths are rendered only for errors).
 
-mod autoscalers;
 mod error;
 mod go_text;
 pub(crate) mod hpa;
 mod images;
+mod one_autoscaler;
 mod ratchet;
 mod reference;
 mod service_monitor;
@@ -68,7 +68,7 @@ pub fn validate_in(mc: &Memcached<'_, '_>, cluster: Option<Cluster<'_>>) -> Outc
     // An absent or null spec becomes the defaulter's `SPEC_JSON`, which every other rule admits.
     let Some(spec) = mc.spec.get() else {
         if let Some(cluster) = cluster {
-            autoscalers::check(mc.name, false, cluster, &mut out);
+            one_autoscaler::check(mc.name, false, cluster, &mut out);
         }
         return out;
     };
@@ -91,7 +91,7 @@ pub fn validate_in(mc: &Memcached<'_, '_>, cluster: Option<Cluster<'_>>) -> Outc
     }
     if let Some(cluster) = cluster {
         let enabled = enabled_autoscaling(spec).is_some();
-        autoscalers::check(mc.name, enabled, cluster, &mut out);
+        one_autoscaler::check(mc.name, enabled, cluster, &mut out);
     }
 
     warnings::collect(spec, &settings, &mut out.warnings);
