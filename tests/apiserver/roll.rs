@@ -71,7 +71,8 @@ impl Plan {
 }
 
 /// The shipped container's arguments, but for those the harness sets (addresses, certificate
-/// directory, log format); `--kubeconfig` stands in for the in-cluster credentials.
+/// directory, log format, and plain-HTTP metrics, which it scrapes for readiness and counters);
+/// `--kubeconfig` stands in for the in-cluster credentials.
 fn shipped_args(kubeconfig: &std::path::Path) -> Vec<String> {
     let docs = yaml_documents(&repo_file("manifests/base/deployment.yaml"));
     let args = docs[0]["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -81,6 +82,7 @@ fn shipped_args(kubeconfig: &std::path::Path) -> Vec<String> {
         "--webhook-bind-address",
         "--health-probe-bind-address",
         "--metrics-bind-address",
+        "--metrics-secure",
         "--cert-dir",
         "--log-format",
     ];
