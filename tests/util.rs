@@ -56,6 +56,10 @@ pub async fn start_in(
     config.metrics_bind_address = Some("127.0.0.1:0".parse().unwrap());
     // Plain HTTP, scraped without a token; tests/metrics.rs turns it on to test it.
     config.metrics_secure = Some(false);
+    // The shutdown leaves an idle keep-alive to its client until the grace period ends (the
+    // close policy); a test's client may outlive its server's task, so the test would wait the
+    // default 30 s at its end. tests/shutdown.rs sets its own.
+    config.shutdown_grace_period = Duration::from_secs(1);
     configure(&mut config);
     let listeners = Listeners::bind(&config).await.unwrap();
     let (webhook, health, metrics) = (
