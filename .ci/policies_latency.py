@@ -3,8 +3,9 @@
 
 Measures the README's table (docs/policies.md): N dry-run creates (default 400) per mode through
 a running kube-apiserver, over one kept-alive HTTPS connection, and prints the median and p90.
-Not part of CI (timings on a shared machine are not assertions). Usage, with an API server
-started by ../shared/realapi/start.sh or any test cluster that has the CRD installed:
+Not part of CI (timings on a shared machine are not assertions). Usage, with a kube-apiserver
+on loopback (envtest's binaries from $KUBEBUILDER_ASSETS, as CONTRIBUTING.md's real-apiserver
+suite starts them) or any test cluster that has the CRD installed:
 
     .ci/policies_latency.py --kubeconfig KC --binary target/debug/memcached-webhook
 """
