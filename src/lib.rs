@@ -5,6 +5,7 @@
 //! - [`json`]: a typed, path-aware view over a simd-json tape (borrowed, no copies).
 //! - [`admission`]: AdmissionReview in, AdmissionReview out (the wire contract).
 //! - [`patch`]: the RFC 6902 JSON Patch writer.
+//! - [`crd`]: the custom resource's names (group, kind, plural), shared by the rules and the watch.
 //! - [`memcached`]: the resource's borrowed view, its defaults and its validation.
 //! - [`tls`]: loading (and reloading) the serving certificate.
 //! - [`logging`]: log lines to stderr off the request path (dropped, never blocking).
@@ -24,6 +25,7 @@ pub mod admission;
 pub mod autoscalers;
 pub mod check;
 pub mod config;
+pub mod crd;
 pub mod dev;
 pub mod json;
 pub mod logging;

@@ -18,7 +18,5 @@ pub use view::{
     Spec,
 };
 
-/// The API group the webhooks serve.
-pub const GROUP: &str = "memcached.c5c3.io";
-/// The kind the webhooks serve.
-pub const KIND: &str = "Memcached";
+/// The resource's names, kept in [`crate::crd`] (which the autoscaler watch reads too).
+pub use crate::crd::{GROUP, KIND};

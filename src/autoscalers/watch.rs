@@ -330,9 +330,7 @@ pub(crate) fn controller(owners: &[OwnerReference]) -> Controller {
     };
     let group = owner.api_version.split_once('/').map_or("", |(g, _)| g);
     match (group, owner.kind.as_str()) {
-        (crate::memcached::GROUP, crate::memcached::KIND) => {
-            Controller::Memcached(owner.name.as_str().into())
-        }
+        (crate::crd::GROUP, crate::crd::KIND) => Controller::Memcached(owner.name.as_str().into()),
         ("keda.sh", "ScaledObject") => Controller::ScaledObject(owner.name.as_str().into()),
         _ => Controller::Other,
     }
