@@ -15,6 +15,8 @@
 //! - [`dev`]: throwaway certificates for running on a laptop.
 //! - [`check`]: the `check` subcommand, the webhooks' verdicts on manifests offline.
 //! - [`policies`]: the `policies` subcommand, the rules as in-process admission policies (CEL).
+//! - [`yaml`]: YAML as kubectl reads it (go-yaml v2), in for `check` and out for `check` and
+//!   `policies`.
 //! - [`autoscalers`]: the cluster's HPAs and ScaledObjects, watched, for the conflict rule.
 
 // Allowed only in `admission::skip::scan` (its SIMD scan, and its tests) and
@@ -36,3 +38,4 @@ pub mod policies;
 pub mod scrape;
 pub mod server;
 pub mod tls;
+pub mod yaml;

@@ -7,7 +7,6 @@
 
 mod mutating;
 mod rules;
-mod yaml;
 
 use std::io::Write;
 
@@ -46,7 +45,7 @@ pub fn render() -> String {
     }
     for document in documents() {
         text.push_str("---\n");
-        text.push_str(&yaml::document(&document));
+        crate::yaml::write(&mut text, &document);
     }
     text
 }
@@ -80,10 +79,10 @@ fn match_constraints() -> Value {
     json!({
         "matchPolicy": "Equivalent",
         "resourceRules": [{
-            "apiGroups": [crate::memcached::GROUP],
+            "apiGroups": [crate::crd::GROUP],
             "apiVersions": ["v1beta1"],
             "operations": ["CREATE", "UPDATE"],
-            "resources": ["memcacheds"],
+            "resources": [crate::crd::RESOURCE],
         }],
     })
 }
@@ -128,7 +127,7 @@ fn documents() -> Vec<Value> {
                     "messageExpression": format!(
                         "{} + object.metadata.name + \"\\\" is invalid: \" +\n\
                          (variables.denied.size() == 1 ? variables.denied[0] : \"[\" + variables.denied.join(\", \") + \"]\")",
-                        rules_lit(&format!("{}.{} \"", crate::memcached::KIND, crate::memcached::GROUP))
+                        rules_lit(&format!("{}.{} \"", crate::crd::KIND, crate::crd::GROUP))
                     ),
                     "reason": "Invalid",
                 }],

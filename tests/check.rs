@@ -598,7 +598,7 @@ async fn check_and_the_running_server_agree_on_generated_specs() {
     let mut text = String::new();
     for object in &objects {
         text.push_str("---\n");
-        memcached_webhook::check::yaml::write(&mut text, object);
+        memcached_webhook::yaml::write(&mut text, object);
     }
     std::fs::write(&path, &text).unwrap();
     let run = check(&["-o", "yaml", path.to_str().unwrap()], b"");

@@ -6,7 +6,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use memcached_webhook::check::{self, Args, Output, input, yaml};
+use memcached_webhook::check::{self, Args, Output, input};
+use memcached_webhook::yaml;
 
 const FILE: &str = "<fuzz>";
 

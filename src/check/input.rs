@@ -11,7 +11,7 @@ use serde_json::Value;
 
 pub use super::position::At;
 use super::position::{self, Positions};
-use super::yaml;
+use crate::yaml;
 
 /// Where an object came from, as the report names it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,8 +3,9 @@
 //! octal), quoted ones stay strings; anchors, aliases and `<<` merge keys are expanded. Also the
 //! way back: objects printed as YAML that reads back the same under those rules.
 //!
-//! YAML in is `yaml/read.rs`, YAML out `yaml/write.rs`; both ask `yaml/scalar.rs` what a
-//! scalar means.
+//! YAML in is `yaml/read.rs` (the `check` subcommand's manifests), YAML out `yaml/write.rs`
+//! (`check --output yaml` and the `policies` manifests); both ask `yaml/scalar.rs` what a scalar
+//! means.
 
 mod read;
 mod scalar;

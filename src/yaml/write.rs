@@ -1,5 +1,8 @@
-//! YAML out: objects printed as YAML that go-yaml v2 reads back to the same JSON (the `check`
-//! report's defaulted objects).
+//! YAML out, the one writer: objects printed as YAML that go-yaml v2 reads back to the same JSON.
+//! It writes the `check` report's defaulted objects and the committed `policies` manifests, so
+//! its output is meant to read like hand-written YAML: block style, strings plain where the
+//! YAML 1.1 rules read them back as the same string, text with line breaks (the policies' CEL)
+//! as `|-` blocks that diff line by line.
 
 use serde_json::{Map, Value};
 
@@ -12,7 +15,7 @@ pub fn write(out: &mut String, value: &Value) {
         Value::Object(map) if !map.is_empty() => write_map(out, map, 0),
         Value::Array(items) if !items.is_empty() => write_seq(out, items, 0),
         scalar => {
-            write_scalar(out, scalar);
+            write_scalar(out, scalar, None);
             out.push('\n');
         }
     }
@@ -71,19 +74,50 @@ fn write_nested(out: &mut String, value: &Value, indent: usize) {
         }
         scalar => {
             out.push(' ');
-            write_scalar(out, scalar);
+            write_scalar(out, scalar, Some(indent + 2));
             out.push('\n');
         }
     }
 }
 
-fn write_scalar(out: &mut String, value: &Value) {
+/// A scalar; a string with line breaks as a `|-` block with its lines at `block_indent`, when
+/// there is one (a value under a key or a dash) and the block keeps the text exactly.
+fn write_scalar(out: &mut String, value: &Value, block_indent: Option<usize>) {
     match value {
+        Value::String(s) if let Some(indent) = block_indent.filter(|_| is_block(s)) => {
+            out.push_str("|-");
+            for line in s.split('\n') {
+                out.push('\n');
+                if !line.is_empty() {
+                    out.extend(std::iter::repeat_n(' ', indent));
+                    out.push_str(line);
+                }
+            }
+        }
         Value::String(s) => write_string(out, s),
         Value::Object(_) => out.push_str("{}"),
         Value::Array(_) => out.push_str("[]"),
         other => out.push_str(&other.to_string()),
     }
+}
+
+/// A `|-` block keeps the text exactly when it has a line break, the first line does not start
+/// with a blank or a line break (the indentation is read from it), no line ends in a blank, there
+/// is no final line break (`-` strips it), and every character is printable and no line break
+/// YAML 1.1 counts besides `\n` (NEL, LS, PS).
+fn is_block(s: &str) -> bool {
+    s.contains('\n')
+        && !s.starts_with([' ', '\n'])
+        && !s.ends_with('\n')
+        && s.split('\n').all(|l| !l.ends_with(' '))
+        && s.chars().all(|c| {
+            c == '\n'
+                || !(c.is_control()
+                    || matches!(
+                        c,
+                        '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'
+                    ))
+        })
 }
 
 /// Plain when safe, else a JSON string (a JSON string is a valid YAML double-quoted scalar).
@@ -107,7 +141,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::write;
-    use crate::check::yaml::documents;
+    use crate::yaml::documents;
 
     /// `text` read back: one document's value.
     fn one(text: &str) -> Value {
@@ -199,6 +233,27 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("\"yes\": \"yes\"\n"), "{text}");
+    }
+
+    /// The policies' manifests: block style, CEL with line breaks as `|-` blocks.
+    #[test]
+    fn writes_block_style_and_reads_back_the_same() {
+        let value = json!({
+            "apiVersion": "v1",
+            "list": [{"a": 1, "b": "two words"}, "on", 3, [], {}, "x\ny"],
+            "cel": "a &&\n  b",
+            "empty": {},
+            "null": null,
+            "quoted key": true,
+            "not a block": ["a\n", " a\nb", "a \nb", "a\u{85}\nb", "a\tb\nc"],
+        });
+        let mut text = String::new();
+        write(&mut text, &value);
+        assert_eq!(
+            text,
+            "apiVersion: v1\ncel: |-\n  a &&\n    b\nempty: {}\nlist:\n  - a: 1\n    b: \"two words\"\n  - \"on\"\n  - 3\n  - []\n  - {}\n  - |-\n    x\n    y\n\"not a block\":\n  - \"a\\n\"\n  - \" a\\nb\"\n  - \"a \\nb\"\n  - \"a\u{85}\\nb\"\n  - \"a\\tb\\nc\"\n\"null\": null\n\"quoted key\": true\n"
+        );
+        assert_eq!(one(&text), value, "written:\n{text}");
     }
 
     /// Found by the `check` fuzz target: a key past YAML's 1024-character limit for implicit keys
