@@ -3,12 +3,11 @@
 //! mutating webhook's patch is applied, then the validating webhook judges the result. There is
 //! no cluster here, so the autoscaler-conflict rule (`--autoscaler-conflicts`) is not checked.
 //!
-//! Reading the inputs is `check/input.rs` (positions `check/position.rs`), judging one object
+//! Reading the inputs is `check/input.rs` (positions from `yaml/position.rs`), judging one object
 //! `check/judge.rs`, and writing what was found `check/report.rs`; this file runs them in turn.
 
 pub mod input;
 mod judge;
-pub mod position;
 mod report;
 
 use std::io::{Read, Write};

@@ -5,8 +5,10 @@
 //!
 //! YAML in is `yaml/read.rs` (the `check` subcommand's manifests), YAML out `yaml/write.rs`
 //! (`check --output yaml` and the `policies` manifests); both ask `yaml/scalar.rs` what a scalar
-//! means.
+//! means. Where each node stood in the text is `yaml/position.rs` (filled by the reader, and by
+//! `check` for JSON input), so a finding points at its field.
 
+pub mod position;
 mod read;
 mod scalar;
 mod write;

@@ -9,8 +9,8 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
-pub use super::position::At;
-use super::position::{self, Positions};
+pub use crate::yaml::position::At;
+use crate::yaml::position::{self, Positions};
 use crate::yaml;
 
 /// Where an object came from, as the report names it.

@@ -8,7 +8,7 @@ use saphyr_parser::{Event, Parser, ScanError, Span};
 use serde_json::{Map, Value};
 
 use super::scalar::{Scalar, key_of_value, key_string, resolve, to_json};
-use crate::check::position::{At, Positions};
+use super::position::{At, Positions};
 
 /// Deeper nesting is refused: the server's JSON parser stops at 1024 levels too.
 const MAX_DEPTH: usize = 1000;
