@@ -9,9 +9,9 @@ use std::rc::Rc;
 
 use serde_json::Value;
 
+use crate::yaml;
 pub use crate::yaml::position::At;
 use crate::yaml::position::{self, Positions};
-use crate::yaml;
 
 /// Where an object came from, as the report names it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 //! sections (`monitoring`, `highAvailability`, `autoscaling`) are never created.
 
 use crate::json::Field;
-use crate::memcached::{MemcachedConfig, Spec};
+use crate::memcached::{MemcachedConfig, Monitoring, Spec};
 use crate::patch::{Patch, Value};
 
 pub const REPLICAS: i64 = 1;
@@ -73,64 +73,61 @@ pub fn apply(spec: &Field<Spec<'_, '_>>, patch: &mut Patch<'_>, warnings: &mut V
     }
 
     if let Field::Set(monitoring) = &spec.monitoring {
-        if monitoring.exporter_image.get().is_none() {
-            let exists = monitoring.exporter_image.exists();
-            patch.set(
-                exists,
-                "/spec/monitoring/exporterImage",
-                Value::Str(EXPORTER_IMAGE),
-            );
-        }
-        if let Field::Set(sm) = &monitoring.service_monitor {
-            if is_empty(sm.interval) {
-                let path = "/spec/monitoring/serviceMonitor/interval";
-                patch.set(
-                    sm.interval.exists(),
-                    path,
-                    Value::Str(SERVICE_MONITOR_INTERVAL),
-                );
-            }
-            if is_empty(sm.scrape_timeout) {
-                let path = "/spec/monitoring/serviceMonitor/scrapeTimeout";
-                patch.set(
-                    sm.scrape_timeout.exists(),
-                    path,
-                    Value::Str(SERVICE_MONITOR_SCRAPE_TIMEOUT),
-                );
-            }
-        }
+        apply_monitoring(monitoring, patch);
     }
-
-    if let Field::Set(ha) = &spec.high_availability
-        && ha.anti_affinity_preset.get().is_none()
-    {
-        let exists = ha.anti_affinity_preset.exists();
-        patch.set(
-            exists,
-            "/spec/highAvailability/antiAffinityPreset",
-            Value::Str(ANTI_AFFINITY_PRESET),
-        );
+    if let Field::Set(ha) = &spec.high_availability {
+        let preset = &ha.anti_affinity_preset;
+        let path = "/spec/highAvailability/antiAffinityPreset";
+        let value = Value::Str(ANTI_AFFINITY_PRESET);
+        default(patch, preset, preset.get().is_none(), path, value);
     }
-
     if let Field::Set(autoscaling) = &spec.autoscaling
         && autoscaling.enabled
     {
-        if autoscaling.metrics.get().is_none_or(|m| m.is_empty()) {
-            let exists = autoscaling.metrics.exists();
-            patch.set(
-                exists,
-                "/spec/autoscaling/metrics",
-                Value::Raw(METRICS_JSON),
-            );
-        }
-        if autoscaling.behavior.get().is_none() {
-            let exists = autoscaling.behavior.exists();
-            patch.set(
-                exists,
-                "/spec/autoscaling/behavior",
-                Value::Raw(BEHAVIOR_JSON),
-            );
-        }
+        let metrics = &autoscaling.metrics;
+        let unset = metrics.get().is_none_or(|m| m.is_empty());
+        let value = Value::Raw(METRICS_JSON);
+        default(patch, metrics, unset, "/spec/autoscaling/metrics", value);
+        let behavior = &autoscaling.behavior;
+        let value = Value::Raw(BEHAVIOR_JSON);
+        let path = "/spec/autoscaling/behavior";
+        default(patch, behavior, behavior.get().is_none(), path, value);
+    }
+}
+
+/// `spec.monitoring`'s exporter image and ServiceMonitor timings.
+fn apply_monitoring(monitoring: &Monitoring<'_>, patch: &mut Patch<'_>) {
+    let image = &monitoring.exporter_image;
+    let value = Value::Str(EXPORTER_IMAGE);
+    let path = "/spec/monitoring/exporterImage";
+    default(patch, image, image.get().is_none(), path, value);
+    if let Field::Set(sm) = &monitoring.service_monitor {
+        let path = "/spec/monitoring/serviceMonitor/interval";
+        let value = Value::Str(SERVICE_MONITOR_INTERVAL);
+        default(patch, &sm.interval, is_empty(sm.interval), path, value);
+        let path = "/spec/monitoring/serviceMonitor/scrapeTimeout";
+        let value = Value::Str(SERVICE_MONITOR_SCRAPE_TIMEOUT);
+        default(
+            patch,
+            &sm.scrape_timeout,
+            is_empty(sm.scrape_timeout),
+            path,
+            value,
+        );
+    }
+}
+
+/// Sets `path` to `value` when the field is `unset` (by the field's own rule): a `replace` when
+/// the member is there (null or a zero value), an `add` when it is absent.
+fn default<T>(
+    patch: &mut Patch<'_>,
+    field: &Field<T>,
+    unset: bool,
+    path: &'static str,
+    value: Value<'_>,
+) {
+    if unset {
+        patch.set(field.exists(), path, value);
     }
 }
 

@@ -7,8 +7,8 @@ use std::fmt;
 use saphyr_parser::{Event, Parser, ScanError, Span};
 use serde_json::{Map, Value};
 
-use super::scalar::{Scalar, key_of_value, key_string, resolve, to_json};
 use super::position::{At, Positions};
+use super::scalar::{Scalar, key_of_value, key_string, resolve, to_json};
 
 /// Deeper nesting is refused: the server's JSON parser stops at 1024 levels too.
 const MAX_DEPTH: usize = 1000;
@@ -143,129 +143,180 @@ fn start_of(span: &Span) -> At {
 /// Converts every document of a YAML stream.
 pub fn documents(text: &str) -> Result<Vec<Document>, Error> {
     let mut parser = Parser::new_from_str(text);
-    let mut docs = Vec::new();
-    let mut stack: Vec<Frame> = Vec::new();
-    let mut anchors: HashMap<usize, Value> = HashMap::new();
-    let mut nodes = 0usize;
-    let mut start: Option<Span> = None;
-    let mut positions = Positions::default();
-    let mut walk = Walk {
-        path: String::new(),
-        merging: None,
+    let mut reader = Reader {
+        docs: Vec::new(),
+        stack: Vec::new(),
+        anchors: HashMap::new(),
+        nodes: 0,
+        start: None,
+        positions: Positions::default(),
+        walk: Walk {
+            path: String::new(),
+            merging: None,
+        },
     };
     while let Some(event) = parser.next_event() {
         let (event, span) = event?;
         let value = match event {
             Event::DocumentStart(_) => {
-                anchors.clear();
-                start = None;
-                positions = Positions::default();
-                continue;
+                reader.anchors.clear();
+                reader.start = None;
+                reader.positions = Positions::default();
+                None
             }
-            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => continue,
-            Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
-                if stack.len() >= MAX_DEPTH {
-                    return Err(Error::at(
-                        &span,
-                        format!("nested deeper than {MAX_DEPTH} levels"),
-                    ));
-                }
-                start.get_or_insert(span);
-                nodes += 1;
-                let base = walk.enter(&stack, &mut positions, start_of(&span), true);
-                stack.push(if matches!(event, Event::SequenceStart(..)) {
-                    Frame::Seq {
-                        items: Vec::new(),
-                        anchor,
-                        base,
-                    }
-                } else {
-                    Frame::Map {
-                        map: Map::new(),
-                        anchor,
-                        key: None,
-                        key_at: None,
-                        base,
-                    }
-                });
-                continue;
-            }
-            Event::SequenceEnd | Event::MappingEnd => {
-                let (value, anchor) = match stack.pop() {
-                    Some(Frame::Seq { items, anchor, .. }) => (Value::Array(items), anchor),
-                    Some(Frame::Map { map, anchor, .. }) => (Value::Object(map), anchor),
-                    None => continue,
-                };
-                if anchor != 0 {
-                    anchors.insert(anchor, value.clone());
-                }
-                value
-            }
-            Event::Alias(id) => {
-                start.get_or_insert(span);
-                let Some(value) = anchors.get(&id) else {
-                    return Err(Error::at(
-                        &span,
-                        "an alias refers to an anchor that encloses it or is not defined",
-                    ));
-                };
-                nodes = nodes.saturating_add(count(value));
-                if nodes > MAX_NODES {
-                    return Err(Error::at(
-                        &span,
-                        format!("aliases expand to more than {MAX_NODES} nodes"),
-                    ));
-                }
-                // An alias in key position is the key itself.
-                if let Some(Frame::Map {
-                    key: key @ None,
-                    key_at,
-                    ..
-                }) = stack.last_mut()
-                {
-                    *key = Some(Some(key_of_value(value).map_err(|m| Error::at(&span, m))?));
-                    *key_at = Some(start_of(&span));
-                    continue;
-                }
-                walk.enter(&stack, &mut positions, start_of(&span), false);
-                value.clone()
-            }
+            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => None,
+            Event::SequenceStart(anchor, _) => reader.open(true, anchor, span)?,
+            Event::MappingStart(anchor, _) => reader.open(false, anchor, span)?,
+            Event::SequenceEnd | Event::MappingEnd => reader.close(),
+            Event::Alias(id) => reader.alias(id, span)?,
             Event::Scalar(text, style, anchor, tag) => {
-                start.get_or_insert(span);
-                nodes += 1;
                 let scalar =
                     resolve(&text, style, tag.as_deref()).map_err(|m| Error::at(&span, m))?;
-                if let Some(Frame::Map {
-                    key: key @ None,
-                    key_at,
-                    ..
-                }) = stack.last_mut()
-                {
-                    *key_at = Some(start_of(&span));
-                    let is_merge = scalar == Scalar::Merge;
-                    let name = key_string(scalar).map_err(|m| Error::at(&span, m))?;
-                    if anchor != 0 {
-                        anchors.insert(anchor, Value::String(name.clone()));
-                    }
-                    *key = Some((!is_merge).then_some(name));
-                    continue;
-                }
-                let value = to_json(scalar).map_err(|m| Error::at(&span, m))?;
-                walk.enter(&stack, &mut positions, start_of(&span), false);
-                if anchor != 0 {
-                    anchors.insert(anchor, value.clone());
-                }
-                value
+                reader.scalar(scalar, anchor, span)?
             }
         };
-        match stack.last_mut() {
+        if let Some(value) = value {
+            reader.place(value, span)?;
+        }
+    }
+    Ok(reader.docs)
+}
+
+/// The conversion's state between events: the documents so far, the open containers, the
+/// anchors of this document and where its nodes are.
+struct Reader {
+    docs: Vec<Document>,
+    stack: Vec<Frame>,
+    anchors: HashMap<usize, Value>,
+    /// Nodes read or expanded from aliases, bounded by [`MAX_NODES`].
+    nodes: usize,
+    /// Where the current document's content starts.
+    start: Option<Span>,
+    positions: Positions,
+    walk: Walk,
+}
+
+impl Reader {
+    /// A sequence (`seq`) or mapping starts: nothing to place until it ends.
+    fn open(&mut self, seq: bool, anchor: usize, span: Span) -> Result<Option<Value>, Error> {
+        if self.stack.len() >= MAX_DEPTH {
+            return Err(Error::at(
+                &span,
+                format!("nested deeper than {MAX_DEPTH} levels"),
+            ));
+        }
+        self.start.get_or_insert(span);
+        self.nodes += 1;
+        let base = self
+            .walk
+            .enter(&self.stack, &mut self.positions, start_of(&span), true);
+        self.stack.push(if seq {
+            Frame::Seq {
+                items: Vec::new(),
+                anchor,
+                base,
+            }
+        } else {
+            Frame::Map {
+                map: Map::new(),
+                anchor,
+                key: None,
+                key_at: None,
+                base,
+            }
+        });
+        Ok(None)
+    }
+
+    /// A sequence or mapping ends: its value, to place in its parent.
+    fn close(&mut self) -> Option<Value> {
+        let (value, anchor) = match self.stack.pop()? {
+            Frame::Seq { items, anchor, .. } => (Value::Array(items), anchor),
+            Frame::Map { map, anchor, .. } => (Value::Object(map), anchor),
+        };
+        if anchor != 0 {
+            self.anchors.insert(anchor, value.clone());
+        }
+        Some(value)
+    }
+
+    /// An alias: the anchored value again (or, in key position, the key).
+    fn alias(&mut self, id: usize, span: Span) -> Result<Option<Value>, Error> {
+        self.start.get_or_insert(span);
+        let Some(value) = self.anchors.get(&id) else {
+            return Err(Error::at(
+                &span,
+                "an alias refers to an anchor that encloses it or is not defined",
+            ));
+        };
+        self.nodes = self.nodes.saturating_add(count(value));
+        if self.nodes > MAX_NODES {
+            return Err(Error::at(
+                &span,
+                format!("aliases expand to more than {MAX_NODES} nodes"),
+            ));
+        }
+        // An alias in key position is the key itself.
+        if let Some(Frame::Map {
+            key: key @ None,
+            key_at,
+            ..
+        }) = self.stack.last_mut()
+        {
+            *key = Some(Some(key_of_value(value).map_err(|m| Error::at(&span, m))?));
+            *key_at = Some(start_of(&span));
+            return Ok(None);
+        }
+        let value = value.clone();
+        self.walk
+            .enter(&self.stack, &mut self.positions, start_of(&span), false);
+        Ok(Some(value))
+    }
+
+    /// A scalar: a mapping's next key, or a value to place.
+    fn scalar(
+        &mut self,
+        scalar: Scalar,
+        anchor: usize,
+        span: Span,
+    ) -> Result<Option<Value>, Error> {
+        self.start.get_or_insert(span);
+        self.nodes += 1;
+        if let Some(Frame::Map {
+            key: key @ None,
+            key_at,
+            ..
+        }) = self.stack.last_mut()
+        {
+            *key_at = Some(start_of(&span));
+            let is_merge = scalar == Scalar::Merge;
+            let name = key_string(scalar).map_err(|m| Error::at(&span, m))?;
+            if anchor != 0 {
+                self.anchors.insert(anchor, Value::String(name.clone()));
+            }
+            *key = Some((!is_merge).then_some(name));
+            return Ok(None);
+        }
+        let value = to_json(scalar).map_err(|m| Error::at(&span, m))?;
+        self.walk
+            .enter(&self.stack, &mut self.positions, start_of(&span), false);
+        if anchor != 0 {
+            self.anchors.insert(anchor, value.clone());
+        }
+        Ok(Some(value))
+    }
+
+    /// Puts a finished value where it belongs: a document of its own at the top, else the open
+    /// sequence's next item or the open mapping's value for its key (or a `<<` merge).
+    fn place(&mut self, value: Value, span: Span) -> Result<(), Error> {
+        match self.stack.last_mut() {
             None => {
-                let at = start.take().unwrap_or(span);
-                docs.push(Document {
+                let at = self.start.take().unwrap_or(span);
+                self.docs.push(Document {
                     line: at.start.line(),
                     column: at.start.col() + 1,
                     value,
-                    positions: std::mem::take(&mut positions),
+                    positions: std::mem::take(&mut self.positions),
                 });
             }
             Some(Frame::Seq { items, .. }) => items.push(value),
@@ -282,8 +333,8 @@ pub fn documents(text: &str) -> Result<Vec<Document>, Error> {
                 }
             },
         }
+        Ok(())
     }
-    Ok(docs)
 }
 
 /// A `<<` merge: a mapping, or a sequence of mappings where earlier ones win; keys merged in
