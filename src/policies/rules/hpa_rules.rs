@@ -80,12 +80,9 @@ fn target(s: &str, sp: &str) -> String {
 fn source(member: &str, m: &str, sp: &str) -> String {
     let s = format!("{m}.{member}");
     let set = |key: &str| format!("{s}.?target.?{key}.hasValue()");
-    let (value, average, utilization) =
-        (set("value"), set("averageValue"), set("averageUtilization"));
-    let required =
-        |key: &str, detail: &str| format!("[{sp} + \".target.{key}: Required value: {detail}\"]");
-    let forbidden =
-        |key: &str, detail: &str| format!("[{sp} + \".target.{key}: Forbidden: {detail}\"]");
+    let (value, average) = (set("value"), set("averageValue"));
+    // Object, external and pods metrics name their metric, then check their target.
+    let identified = || format!("{} + {}", metric_identifier(&s, sp), target(&s, sp));
     match member {
         "object" => {
             let described = |key: &str| {
@@ -96,69 +93,83 @@ fn source(member: &str, m: &str, sp: &str) -> String {
                     path_segment(&v, &path)
                 )
             };
+            let detail = "must set either a target value or averageValue";
             format!(
-                "{} + {} + {} + {} + (!{value} && !{average} ? {} : [])",
+                "{} + {} + {} + (!{value} && !{average} ? {} : [])",
                 described("kind"),
                 described("name"),
-                metric_identifier(&s, sp),
-                target(&s, sp),
-                required(
-                    "averageValue",
-                    "must set either a target value or averageValue"
-                )
+                identified(),
+                required(sp, "averageValue", detail)
             )
         }
         "external" => format!(
-            "{} + {} + (!{value} && !{average} ? {} : []) + ({value} && {average} ? {} : [])",
-            metric_identifier(&s, sp),
-            target(&s, sp),
+            "{} + (!{value} && !{average} ? {} : []) + ({value} && {average} ? {} : [])",
+            identified(),
             required(
+                sp,
                 "averageValue",
                 "must set either a target value for metric or a per-pod target"
             ),
             forbidden(
+                sp,
                 "value",
                 "may not set both a target value for metric and a per-pod target"
             )
         ),
         "pods" => format!(
-            "{} + {} + (!{average} ? {} : [])",
-            metric_identifier(&s, sp),
-            target(&s, sp),
+            "{} + (!{average} ? {} : [])",
+            identified(),
             required(
+                sp,
                 "averageValue",
                 "must specify a positive target averageValue"
             )
         ),
-        _ => {
-            let name = format!("{s}.?name.orValue(\"\")");
-            let container_checks = if member == "containerResource" {
-                let container = format!("{s}.?container.orValue(\"\")");
-                let standard = list(&hpa::STANDARD_CONTAINER_RESOURCES);
-                format!(
-                    " + ({name} != \"\" && !({name}.contains(\"/\") || {name} in {standard} || {name}.startsWith(\"hugepages-\")) ? [{sp} + \".name: Invalid value: \\\"\" + {name} + \"\\\": must be a standard resource for containers\"] : [])\n\
-                     + ({container} == \"\" ? [{sp} + \".container: Required value: must specify a container\"] :\n\
-                     \x20 ({container}.size() > 63 ? [{sp} + \".container: Invalid value: \\\"\" + {container} + \"\\\": must be no more than 63 characters\"] : []) +\n\
-                     \x20 (!{container}.matches(\"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$\") ? [{sp} + \".container: Invalid value: \\\"\" + {container} + \"\\\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')\"] : []))"
-                )
-            } else {
-                String::new()
-            };
-            format!(
-                "({name} == \"\" ? [{sp} + \".name: Required value: must specify a resource name\"] : []){container_checks}\n\
-                 + {} + (!{utilization} && !{average} ? {} : []) + ({utilization} && {average} ? {} : [])",
-                target(&s, sp),
-                required(
-                    "averageUtilization",
-                    "must set either a target raw value or a target utilization"
-                ),
-                forbidden(
-                    "averageValue",
-                    "may not set both a target raw value and a target utilization"
-                )
-            )
-        }
+        _ => resource_source(member, &s, sp, &set("averageUtilization"), &average),
     }
+}
+
+/// A target field the source must set, at `sp`.
+fn required(sp: &str, key: &str, detail: &str) -> String {
+    format!("[{sp} + \".target.{key}: Required value: {detail}\"]")
+}
+
+/// A target field the source may not set, at `sp`.
+fn forbidden(sp: &str, key: &str, detail: &str) -> String {
+    format!("[{sp} + \".target.{key}: Forbidden: {detail}\"]")
+}
+
+/// The checks of a `resource` or `containerResource` source `s` at `sp`: its resource name (and
+/// container), then its target.
+fn resource_source(member: &str, s: &str, sp: &str, utilization: &str, average: &str) -> String {
+    let name = format!("{s}.?name.orValue(\"\")");
+    let container_checks = if member == "containerResource" {
+        let container = format!("{s}.?container.orValue(\"\")");
+        let standard = list(&hpa::STANDARD_CONTAINER_RESOURCES);
+        format!(
+            " + ({name} != \"\" && !({name}.contains(\"/\") || {name} in {standard} || {name}.startsWith(\"hugepages-\")) ? [{sp} + \".name: Invalid value: \\\"\" + {name} + \"\\\": must be a standard resource for containers\"] : [])\n\
+             + ({container} == \"\" ? [{sp} + \".container: Required value: must specify a container\"] :\n\
+             \x20 ({container}.size() > 63 ? [{sp} + \".container: Invalid value: \\\"\" + {container} + \"\\\": must be no more than 63 characters\"] : []) +\n\
+             \x20 (!{container}.matches(\"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$\") ? [{sp} + \".container: Invalid value: \\\"\" + {container} + \"\\\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')\"] : []))"
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "({name} == \"\" ? [{sp} + \".name: Required value: must specify a resource name\"] : []){container_checks}\n\
+         + {} + (!{utilization} && !{average} ? {} : []) + ({utilization} && {average} ? {} : [])",
+        target(s, sp),
+        required(
+            sp,
+            "averageUtilization",
+            "must set either a target raw value or a target utilization"
+        ),
+        forbidden(
+            sp,
+            "averageValue",
+            "may not set both a target raw value and a target utilization"
+        )
+    )
 }
 
 /// Every error of metric `m` at index `i`, in the apiserver's order.

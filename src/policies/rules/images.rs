@@ -19,78 +19,63 @@ fn raw(s: &str) -> String {
 /// whether it is set and its value.
 fn settings_of(p: &str, set: String, text: String) -> Vec<(String, String)> {
     let v = |name: &str| format!("$.{p}_{name}");
+    let [
+        s,
+        rest,
+        slash,
+        tail,
+        tagged,
+        name,
+        first,
+        host,
+        path,
+        domain,
+    ] = [
+        "s", "rest", "slash", "tail", "tagged", "name", "first", "host", "path", "domain",
+    ]
+    .map(v);
     let steps = [
         ("set", set),
         ("s", text),
         (
             "rest",
-            format!(
-                "{0}.contains(\"@\") ? {0}.substring(0, {0}.indexOf(\"@\")) : {0}",
-                v("s")
-            ),
+            format!("{s}.contains(\"@\") ? {s}.substring(0, {s}.indexOf(\"@\")) : {s}"),
         ),
         (
             "digest",
-            format!(
-                "{0}.contains(\"@\") ? {0}.substring({0}.indexOf(\"@\") + 1) : \"\"",
-                v("s")
-            ),
+            format!("{s}.contains(\"@\") ? {s}.substring({s}.indexOf(\"@\") + 1) : \"\""),
         ),
-        ("slash", format!("{}.lastIndexOf(\"/\") + 1", v("rest"))),
-        ("tail", format!("{}.substring({})", v("rest"), v("slash"))),
-        ("tagged", format!("{}.contains(\":\")", v("tail"))),
+        ("slash", format!("{rest}.lastIndexOf(\"/\") + 1")),
+        ("tail", format!("{rest}.substring({slash})")),
+        ("tagged", format!("{tail}.contains(\":\")")),
         (
             "name",
-            format!(
-                "{tagged} ? {rest}.substring(0, {slash} + {tail}.indexOf(\":\")) : {rest}",
-                tagged = v("tagged"),
-                rest = v("rest"),
-                slash = v("slash"),
-                tail = v("tail")
-            ),
+            format!("{tagged} ? {rest}.substring(0, {slash} + {tail}.indexOf(\":\")) : {rest}"),
         ),
         (
             "tag",
-            format!(
-                "{0} ? {1}.substring({1}.indexOf(\":\") + 1) : \"\"",
-                v("tagged"),
-                v("tail")
-            ),
+            format!("{tagged} ? {tail}.substring({tail}.indexOf(\":\") + 1) : \"\""),
         ),
-        ("first", format!("{}.split(\"/\")[0]", v("name"))),
+        ("first", format!("{name}.split(\"/\")[0]")),
         (
             "host",
             format!(
-                "{name}.contains(\"/\") && ({first}.contains(\".\") || {first}.contains(\":\") || {first} == \"localhost\" || {first}.lowerAscii() != {first})",
-                name = v("name"),
-                first = v("first")
+                "{name}.contains(\"/\") && ({first}.contains(\".\") || {first}.contains(\":\") || {first} == \"localhost\" || {first}.lowerAscii() != {first})"
             ),
         ),
         (
             "path",
-            format!(
-                "{} ? {}.substring({}.size() + 1) : {}",
-                v("host"),
-                v("name"),
-                v("first"),
-                v("name")
-            ),
+            format!("{host} ? {name}.substring({first}.size() + 1) : {name}"),
         ),
         ("grammar", grammar(&v)),
         (
             "domain",
-            format!(
-                "!{host} || {first} == \"index.docker.io\" ? \"docker.io\" : {first}",
-                host = v("host"),
-                first = v("first")
-            ),
+            format!("!{host} || {first} == \"index.docker.io\" ? \"docker.io\" : {first}"),
         ),
         (
             "normalized",
             format!(
-                "{domain}.size() + 1 + ({domain} == \"docker.io\" && !{path}.contains(\"/\") ? 8 : 0) + {path}.size()",
-                domain = v("domain"),
-                path = v("path")
+                "{domain}.size() + 1 + ({domain} == \"docker.io\" && !{path}.contains(\"/\") ? 8 : 0) + {path}.size()"
             ),
         ),
         ("detail", detail(p)),
