@@ -7,6 +7,21 @@ use std::path::Path;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose, SanType};
 
+/// Every listener on an ephemeral loopback port, metrics in plain text (scraped without a
+/// token), logs as JSON lines: how the benches and the real-apiserver suite start the binary,
+/// reading the bound ports from its log. Flags given after these win.
+pub const LOOPBACK_ARGS: [&str; 9] = [
+    "--webhook-bind-address",
+    "127.0.0.1:0",
+    "--health-probe-bind-address",
+    "127.0.0.1:0",
+    "--metrics-bind-address",
+    "127.0.0.1:0",
+    "--metrics-secure=false",
+    "--log-format",
+    "json",
+];
+
 /// Writes `ca.crt`, `cert_name` and `key_name` into `dir` unless the certificate and key exist.
 pub fn ensure_certificates(dir: &Path, cert_name: &str, key_name: &str) -> io::Result<bool> {
     let (cert_path, key_path) = (dir.join(cert_name), dir.join(key_name));

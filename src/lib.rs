@@ -37,5 +37,7 @@ pub mod patch;
 pub mod policies;
 pub mod scrape;
 pub mod server;
+#[cfg(test)]
+mod test_support;
 pub mod tls;
 pub mod yaml;

@@ -16,7 +16,10 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
-use rustls::{ServerConfig, version};
+use rustls::{DigitallySignedStruct as Dss, ServerConfig, version};
+
+/// What a verifier's signature checks answer (the two are delegated alike).
+type Signature = Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error>;
 
 /// The one crypto provider: ring (builds in a fraction of aws-lc-rs's time on small CI machines).
 pub fn provider() -> Arc<CryptoProvider> {
@@ -225,26 +228,12 @@ impl ClientCertVerifier for ClientVerifier {
             .verify_client_cert(end_entity, intermediates, now)
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.current
-            .load()
-            .verify_tls12_signature(message, cert, dss)
+    fn verify_tls12_signature(&self, m: &[u8], c: &CertificateDer<'_>, s: &Dss) -> Signature {
+        self.current.load().verify_tls12_signature(m, c, s)
     }
 
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.current
-            .load()
-            .verify_tls13_signature(message, cert, dss)
+    fn verify_tls13_signature(&self, m: &[u8], c: &CertificateDer<'_>, s: &Dss) -> Signature {
+        self.current.load().verify_tls13_signature(m, c, s)
     }
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {

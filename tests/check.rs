@@ -83,16 +83,13 @@ fn warnings_fail_the_run_only_with_warnings_as_errors() {
                   spec: {replicas: 3, autoscaling: {enabled: true, minReplicas: 2, maxReplicas: 5}, \
                   resources: {requests: {cpu: 100m}}}\n";
     let run = check(&["-"], scaled.as_bytes());
-    assert_eq!(run.code, 0, "{}", run.stdout);
+    let out = &run.stdout;
+    assert_eq!(run.code, 0, "{out}");
+    let first = "<stdin>:1:1: warned s\n<stdin>:4:18: Warning: spec.replicas: removed";
+    assert!(out.starts_with(first), "{out}");
     assert!(
-        run.stdout
-            .starts_with("<stdin>:1:1: warned s\n<stdin>:4:18: Warning: spec.replicas: removed"),
-        "{}",
-        run.stdout
-    );
-    assert!(
-        run.stdout
-            .ends_with("judged 1, denied 0, warned 1, other kinds 0\n")
+        out.ends_with("judged 1, denied 0, warned 1, other kinds 0\n"),
+        "{out}"
     );
     let run = check(&["--warnings-as-errors", "-"], scaled.as_bytes());
     assert_eq!(run.code, 1, "{}", run.stdout);
@@ -344,12 +341,8 @@ fn nothing_found_is_an_error_unless_allowed() {
     ] {
         let run = check(args, stdin);
         assert_eq!(run.code, 2, "{args:?}: {}", run.stdout);
-        assert!(
-            run.stderr
-                .contains("no Kubernetes object found in the inputs (pass --allow-empty"),
-            "{}",
-            run.stderr
-        );
+        let nothing = "no Kubernetes object found in the inputs (pass --allow-empty";
+        assert!(run.stderr.contains(nothing), "{}", run.stderr);
         assert_eq!(run.stdout, "judged 0, denied 0, warned 0, other kinds 0\n");
         let allowed: Vec<&str> = [&["--allow-empty"][..], args].concat();
         let run = check(&allowed, stdin);

@@ -77,14 +77,7 @@ fn an_unreadable_client_ca_exits_naming_the_file() {
             "--client-ca-file",
             ca.to_str().unwrap(),
         ])
-        .args([
-            "--webhook-bind-address",
-            "127.0.0.1:0",
-            "--health-probe-bind-address",
-            "127.0.0.1:0",
-            "--metrics-bind-address",
-            "127.0.0.1:0",
-        ])
+        .args(memcached_webhook::dev::LOOPBACK_ARGS)
         .output()
         .unwrap();
     assert!(!out.status.success());

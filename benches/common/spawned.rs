@@ -44,12 +44,7 @@ impl Spawned {
         std::fs::write(dir.path().join("tls.key"), key).unwrap();
         let mut child = Command::new(binary)
             .args(["--cert-dir", dir.path().to_str().unwrap()])
-            .args(["--webhook-bind-address", "127.0.0.1:0"])
-            .args(["--health-probe-bind-address", "127.0.0.1:0"])
-            // Scraped in plain text, without a token.
-            .args(["--metrics-bind-address", "127.0.0.1:0"])
-            .arg("--metrics-secure=false")
-            .args(["--log-format", "json"])
+            .args(memcached_webhook::dev::LOOPBACK_ARGS)
             .args(args)
             .envs(env.iter().copied())
             .stderr(Stdio::piped())

@@ -185,36 +185,14 @@ fn update_that_clears_defaults_gets_them_back(env: &Env) {
     env.ok(&["create", "-f", "-"], Some(&empty.to_string()));
     // The CRD's schema cannot bring back a removed section or replicas: only the webhook can.
     let clear = r#"[{"op": "remove", "path": "/spec/memcached"}, {"op": "remove", "path": "/spec/replicas"}]"#;
-    env.ok(
-        &[
-            "patch",
-            "-n",
-            namespace,
-            "memcached",
-            "empty",
-            "--type=json",
-            "-p",
-            clear,
-        ],
-        None,
-    );
+    let out = env.patch(namespace, "empty", "json", clear);
+    assert!(out.ok, "{out:?}");
     assert_stored(env, &empty, &expected);
     // A merge patch that nulls a member, and a zero (the webhook's rule, not the schema's).
     let zero =
         r#"{"spec": {"replicas": null, "memcached": {"maxMemoryMB": 0, "maxItemSize": null}}}"#;
-    env.ok(
-        &[
-            "patch",
-            "-n",
-            namespace,
-            "memcached",
-            "empty",
-            "--type=merge",
-            "-p",
-            zero,
-        ],
-        None,
-    );
+    let out = env.patch(namespace, "empty", "merge", zero);
+    assert!(out.ok, "{out:?}");
     assert_stored(env, &empty, &expected);
 }
 

@@ -83,6 +83,22 @@ impl Env {
         self.cluster.ok(args, stdin)
     }
 
+    /// `kubectl patch` of Memcached `namespace/name`, with a `--type` of `merge` or `json`.
+    pub fn patch(&self, namespace: &str, name: &str, kind: &str, patch: &str) -> Output {
+        let kind = format!("--type={kind}");
+        let args = [
+            "patch",
+            "-n",
+            namespace,
+            "memcached",
+            name,
+            &kind,
+            "-p",
+            patch,
+        ];
+        self.kubectl(&args, None)
+    }
+
     /// Creates namespace `name` for a check.
     pub fn namespace(&self, name: &str) {
         self.cluster.namespace(name);

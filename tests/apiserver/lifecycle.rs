@@ -68,37 +68,18 @@ fn ratcheting(env: &Env) {
         "annotate",
     );
     already(
-        &env.kubectl(
-            &[
-                "patch",
-                "-n",
-                NS,
-                "memcached",
-                "legacy",
-                "--type=merge",
-                "-p",
-                r#"{"spec": {"replicas": 2}}"#,
-            ],
-            None,
-        ),
+        &env.patch(NS, "legacy", "merge", r#"{"spec": {"replicas": 2}}"#),
         "an unrelated spec change",
     );
     let stored = env.get(NS, "legacy");
     assert_eq!(stored["spec"]["replicas"], 2);
     assert_eq!(stored["metadata"]["labels"]["team"], "cache");
 
-    let out = env.kubectl(
-        &[
-            "patch",
-            "-n",
-            NS,
-            "memcached",
-            "legacy",
-            "--type=merge",
-            "-p",
-            r#"{"spec": {"memcached": {"maxItemSize": "200k"}}}"#,
-        ],
-        None,
+    let out = env.patch(
+        NS,
+        "legacy",
+        "merge",
+        r#"{"spec": {"memcached": {"maxItemSize": "200k"}}}"#,
     );
     assert!(!out.ok, "a new bad value was admitted: {out:?}");
     assert!(
@@ -122,18 +103,11 @@ fn terminating(env: &Env) {
         object["metadata"]["deletionTimestamp"].is_string(),
         "{object}"
     );
-    let out = env.kubectl(
-        &[
-            "patch",
-            "-n",
-            NS,
-            "memcached",
-            "doomed",
-            "--type=json",
-            "-p",
-            r#"[{"op": "remove", "path": "/metadata/finalizers"}]"#,
-        ],
-        None,
+    let out = env.patch(
+        NS,
+        "doomed",
+        "json",
+        r#"[{"op": "remove", "path": "/metadata/finalizers"}]"#,
     );
     assert!(
         out.ok,

@@ -70,12 +70,8 @@ impl Webhook {
         project(certs.path(), &ca, 0);
         let mut child = dying_with_us(binary)
             .arg(format!("--cert-dir={}", certs.path().display()))
-            .args(["--webhook-bind-address", "127.0.0.1:0"])
-            .args(["--health-probe-bind-address", "127.0.0.1:0"])
-            .args(["--metrics-bind-address", "127.0.0.1:0"])
-            // Scraped in plain text by the checks; metrics.rs turns it on again.
-            .arg("--metrics-secure=false")
-            .args(["--log-format", "json"])
+            // Metrics in plain text for the checks; metrics.rs turns --metrics-secure on again.
+            .args(memcached_webhook::dev::LOOPBACK_ARGS)
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
