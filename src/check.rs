@@ -1,7 +1,7 @@
 //! `memcached-webhook check`: the webhooks' verdicts on manifests, offline, for CI and GitOps.
-//! Each Memcached is put to [`admission::Review`], the pipeline the server answers with: the
-//! mutating webhook's patch is applied, then the validating webhook judges the result. There is
-//! no cluster here, so the autoscaler-conflict rule (`--autoscaler-conflicts`) is not checked.
+//! Each Memcached is put to [`crate::admission::Review`], the pipeline the server answers with:
+//! the mutating webhook's patch is applied, then the validating webhook judges the result. There
+//! is no cluster here, so the autoscaler-conflict rule (`--autoscaler-conflicts`) is not checked.
 //!
 //! Reading the inputs is `check/input.rs` (positions from `yaml/position.rs`), judging one object
 //! `check/judge.rs`, and writing what was found `check/report.rs`; this file runs them in turn.

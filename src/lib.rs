@@ -22,6 +22,9 @@
 // Allowed only in `admission::skip::scan` (its SIMD scan, and its tests) and
 // `admission::skip::read` (the reader compiled for AVX2), each use with its proof.
 #![deny(unsafe_code)]
+// The documentation is built with --document-private-items (CONTRIBUTING.md): module docs link
+// the private files that do each job, which is where a newcomer reads next.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod admission;
 pub mod autoscalers;

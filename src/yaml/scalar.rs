@@ -1,5 +1,5 @@
 //! What a scalar means under go-yaml v2's YAML 1.1 rules, and the JSON kubectl sends for it:
-//! read by [`read`](super::read) for every scalar of a manifest, and by [`write`](super::write)
+//! read by [`read`](super::read) for every scalar of a manifest, and by [`write`](mod@super::write)
 //! to tell whether a string may be written plain.
 
 use saphyr_parser::{ScalarStyle, Tag};

@@ -28,7 +28,7 @@ pub enum ErrorKind {
     /// `Forbidden`, as the apiserver reports a second HPA metric source.
     Forbidden,
     /// `Forbidden` too, for the one rule that reads the cluster: another autoscaler already
-    /// scales the Memcached's Deployment ([`super::autoscalers`]). Its own kind so that the
+    /// scales the Memcached's Deployment ([`super::one_autoscaler`]). Its own kind so that the
     /// metric and ratcheting can tell it apart.
     Autoscaled,
 }
