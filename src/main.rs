@@ -2,6 +2,7 @@
 //! judge manifests and exit).
 
 #![forbid(unsafe_code)]
+#![warn(clippy::too_many_lines)]
 
 use clap::Parser;
 use memcached_webhook::config::{Command, Config};

@@ -15,6 +15,8 @@ mod connections;
 mod defaulting;
 /// Misbehaving clients are cut off on time while others are served.
 mod hardening;
+/// The house rules that stay true by test: no source file over its line limit.
+mod house;
 /// HTTP/2 stream limits and the rapid-reset cap, frame by frame.
 mod http2;
 /// The manifests agree with the binary.
