@@ -24,7 +24,9 @@ fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
 /// Whether `path` (relative to src/) holds tests: a `tests.rs`, or a file in a `tests/` folder.
 fn is_tests(path: &Path) -> bool {
     path.file_name().is_some_and(|n| n == "tests.rs")
-        || path.parent().is_some_and(|p| p.iter().any(|c| c == "tests"))
+        || path
+            .parent()
+            .is_some_and(|p| p.iter().any(|c| c == "tests"))
 }
 
 /// The files over their limit, as `path: N lines (limit L)`.
