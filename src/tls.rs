@@ -18,9 +18,6 @@ use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use rustls::{DigitallySignedStruct as Dss, ServerConfig, version};
 
-/// What a verifier's signature checks answer (the two are delegated alike).
-type Signature = Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error>;
-
 /// The one crypto provider: ring (builds in a fraction of aws-lc-rs's time on small CI machines).
 pub fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
@@ -201,6 +198,9 @@ pub fn client_verifier_from_pem(
         .build()
         .map_err(|e| e.to_string())
 }
+
+/// What a verifier's signature checks answer (the two below are delegated alike).
+type Signature = Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error>;
 
 impl ClientCertVerifier for ClientVerifier {
     fn offer_client_auth(&self) -> bool {
