@@ -95,38 +95,7 @@ async fn main() -> ExitCode {
         return ExitCode::SUCCESS; // `cargo test --benches` asks harness-less targets this.
     }
     let fd_limit = raise_fd_limit();
-    let setup = Setup {
-        binary: env_or("CONNS_BINARY", env!("CARGO_BIN_EXE_memcached-webhook")),
-        args: env_or("CONNS_ARGS", "")
-            .split_whitespace()
-            .map(str::to_owned)
-            .collect(),
-        typical: common::read("mutate-create-kubectl-apply.json").leak(),
-        hold: Duration::from_secs(
-            env_or("CONNS_HOLD", "20")
-                .parse()
-                .expect("CONNS_HOLD: seconds"),
-        ),
-        reconnect: Duration::from_millis(
-            env_or("CONNS_RECONNECT_MS", "1000")
-                .parse()
-                .expect("CONNS_RECONNECT_MS: milliseconds"),
-        ),
-    };
-    let counts: Vec<usize> = env_or("CONNS_COUNTS", "1000,10000")
-        .split(',')
-        .map(|n| n.trim().parse().expect("CONNS_COUNTS: numbers"))
-        .collect();
-    let kinds: Vec<Kind> = env_or("CONNS_KINDS", "silent,idle,slow-head,stalled-hello")
-        .split(',')
-        .map(|k| match k.trim() {
-            "silent" => Kind::Silent,
-            "idle" => Kind::Idle,
-            "slow-head" => Kind::SlowHead,
-            "stalled-hello" => Kind::StalledHello,
-            other => panic!("CONNS_KINDS: unknown kind {other:?}"),
-        })
-        .collect();
+    let (setup, counts, kinds) = settings();
     let needed = counts.iter().max().copied().unwrap_or(0) as u64 + 256;
     let flood_nice: i32 = env_or("CONNS_FLOOD_NICE", "10")
         .parse()
@@ -174,6 +143,43 @@ async fn main() -> ExitCode {
         );
         ExitCode::FAILURE
     }
+}
+
+/// The bench's settings from its environment variables (the module's doc lists them).
+fn settings() -> (Setup, Vec<usize>, Vec<Kind>) {
+    let setup = Setup {
+        binary: env_or("CONNS_BINARY", env!("CARGO_BIN_EXE_memcached-webhook")),
+        args: env_or("CONNS_ARGS", "")
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect(),
+        typical: common::read("mutate-create-kubectl-apply.json").leak(),
+        hold: Duration::from_secs(
+            env_or("CONNS_HOLD", "20")
+                .parse()
+                .expect("CONNS_HOLD: seconds"),
+        ),
+        reconnect: Duration::from_millis(
+            env_or("CONNS_RECONNECT_MS", "1000")
+                .parse()
+                .expect("CONNS_RECONNECT_MS: milliseconds"),
+        ),
+    };
+    let counts: Vec<usize> = env_or("CONNS_COUNTS", "1000,10000")
+        .split(',')
+        .map(|n| n.trim().parse().expect("CONNS_COUNTS: numbers"))
+        .collect();
+    let kinds: Vec<Kind> = env_or("CONNS_KINDS", "silent,idle,slow-head,stalled-hello")
+        .split(',')
+        .map(|k| match k.trim() {
+            "silent" => Kind::Silent,
+            "idle" => Kind::Idle,
+            "slow-head" => Kind::SlowHead,
+            "stalled-hello" => Kind::StalledHello,
+            other => panic!("CONNS_KINDS: unknown kind {other:?}"),
+        })
+        .collect();
+    (setup, counts, kinds)
 }
 
 /// Raises this process's soft open-files limit to the hard one; returns the limit in force.

@@ -576,56 +576,48 @@ async fn preflight(addr: SocketAddr, tls: &Arc<rustls::ClientConfig>, case: &Cas
     );
 }
 
-async fn run(settings: Settings, servers: tokio::runtime::Handle) -> ExitCode {
-    let begun = Instant::now();
-    assert_eq!(MUTATE_PATH, Webhook::Mutate.path());
-    assert_eq!(VALIDATE_PATH, Webhook::Validate.path());
-    let certs = certs();
-    let fixtures = common::all();
-    let typical = fixtures
-        .iter()
-        .find(|f| f.name == common::TYPICAL)
-        .expect("the typical fixture");
+/// The four servers under test: ours and the floor, each over HTTP/1.1 and HTTP/2.
+struct Servers {
+    ours_h1: Ours,
+    ours_h2: Ours,
+    floor_h1: SocketAddr,
+    floor_h2: SocketAddr,
+}
 
-    // The floor answers what we answer for the typical review, so both send the same bytes.
+/// Starts the servers on the server runtime, so that everything they spawn runs there too.
+/// The floor answers what we answer for the typical review, so both send the same bytes.
+async fn start_servers(
+    servers: &tokio::runtime::Handle,
+    certs: &Certs,
+    typical: &common::Fixture,
+) -> Servers {
     let mut answer = Vec::new();
     let mut body = typical.body.clone();
     admission::Review::new(Webhook::Mutate)
         .answer(&mut body, &mut answer)
         .expect("the typical fixture is answerable");
     let answer = Bytes::from(answer);
-
-    // Started on the server runtime, so that everything they spawn runs there too.
     let dir = certs.dir.path().to_path_buf();
     let (cert, key) = (certs.cert_pem.clone(), certs.key_pem.clone());
     let started = "a server starts";
-    let ours_h1 = servers
-        .spawn(start_ours(dir.clone(), false))
-        .await
-        .expect(started);
-    let ours_h2 = servers.spawn(start_ours(dir, true)).await.expect(started);
-    let floor_h1 = servers
-        .spawn(start_floor(
-            cert.clone(),
-            key.clone(),
-            false,
-            answer.clone(),
-        ))
-        .await
-        .expect(started);
-    let floor_h2 = servers
-        .spawn(start_floor(cert, key, true, answer))
-        .await
-        .expect(started);
-
-    let mut cases = Vec::new();
-    for f in &fixtures {
-        cases.push((f, Mode::KeepAlive, Webhook::Mutate));
+    let ours_h1 = servers.spawn(start_ours(dir.clone(), false));
+    let ours_h2 = servers.spawn(start_ours(dir, true));
+    let floor_h1 = servers.spawn(start_floor(
+        cert.clone(),
+        key.clone(),
+        false,
+        answer.clone(),
+    ));
+    let floor_h2 = servers.spawn(start_floor(cert, key, true, answer));
+    Servers {
+        ours_h1: ours_h1.await.expect(started),
+        ours_h2: ours_h2.await.expect(started),
+        floor_h1: floor_h1.await.expect(started),
+        floor_h2: floor_h2.await.expect(started),
     }
-    cases.push((typical, Mode::KeepAlive, Webhook::Validate));
-    cases.push((typical, Mode::FreshHandshake, Webhook::Mutate));
-    cases.push((typical, Mode::Http2, Webhook::Mutate));
+}
 
+fn print_header(settings: &Settings) {
     println!(
         "latency: {} connection(s), closed loop, {} round(s) alternating floor and ours, servers and \
          clients on runtimes of 2 workers each, {} cores, logging {}{}",
@@ -643,66 +635,100 @@ async fn run(settings: Settings, servers: tokio::runtime::Handle) -> ExitCode {
             ""
         },
     );
-    let mut results = Vec::new();
-    for (fixture, mode, webhook) in cases {
-        let case = Case {
-            mode,
-            fixture: fixture.name,
-            webhook,
-            body: Bytes::from(fixture.body.clone()),
-            requests: requests_for(settings.requests, fixture.body.len(), mode),
-            gated: gated(fixture.body.len()),
-        };
-        let (ours_addr, floor_addr) = match mode {
-            Mode::Http2 => (ours_h2.webhook, floor_h2),
-            _ => (ours_h1.webhook, floor_h1),
-        };
-        let tls = client_config(&certs.ca_pem, mode);
-        preflight(ours_addr, &tls, &case, fixture.patched).await;
-        let (mut ours, mut floor) = (Run::empty(), Run::empty());
-        let rounds = settings.rounds.max(1);
-        let per_round = case.requests.div_ceil(rounds);
-        for _ in 0..rounds {
-            let path = webhook.path();
-            let body = case.body.clone();
-            let c = settings.connections;
-            floor.merge(
-                drive(
-                    floor_addr,
-                    tls.clone(),
-                    mode,
-                    path,
-                    body.clone(),
-                    per_round,
-                    c,
-                )
-                .await,
-            );
-            ours.merge(drive(ours_addr, tls.clone(), mode, path, body, per_round, c).await);
-        }
-        eprintln!(
-            "  measured {:<16} {:<16} {:<8} ({} + {} requests)",
-            mode.label(),
-            case.fixture,
-            webhook_name(webhook),
-            floor.latencies.len(),
-            ours.latencies.len()
+}
+
+/// One case, in rounds that alternate the floor and ours so that both meet the same noise.
+async fn measure(
+    settings: &Settings,
+    servers: &Servers,
+    certs: &Certs,
+    (fixture, mode, webhook): (&common::Fixture, Mode, Webhook),
+) -> Measured {
+    let case = Case {
+        mode,
+        fixture: fixture.name,
+        webhook,
+        body: Bytes::from(fixture.body.clone()),
+        requests: requests_for(settings.requests, fixture.body.len(), mode),
+        gated: gated(fixture.body.len()),
+    };
+    let (ours_addr, floor_addr) = match mode {
+        Mode::Http2 => (servers.ours_h2.webhook, servers.floor_h2),
+        _ => (servers.ours_h1.webhook, servers.floor_h1),
+    };
+    let tls = client_config(&certs.ca_pem, mode);
+    preflight(ours_addr, &tls, &case, fixture.patched).await;
+    let (mut ours, mut floor) = (Run::empty(), Run::empty());
+    let rounds = settings.rounds.max(1);
+    let per_round = case.requests.div_ceil(rounds);
+    let (path, c) = (webhook.path(), settings.connections);
+    for _ in 0..rounds {
+        let body = case.body.clone();
+        floor.merge(
+            drive(
+                floor_addr,
+                tls.clone(),
+                mode,
+                path,
+                body.clone(),
+                per_round,
+                c,
+            )
+            .await,
         );
-        results.push(Measured { case, ours, floor });
+        ours.merge(drive(ours_addr, tls.clone(), mode, path, body, per_round, c).await);
     }
-    ours_h1.stop().await;
-    ours_h2.stop().await;
+    eprintln!(
+        "  measured {:<16} {:<16} {:<8} ({} + {} requests)",
+        mode.label(),
+        case.fixture,
+        webhook_name(webhook),
+        floor.latencies.len(),
+        ours.latencies.len()
+    );
+    Measured { case, ours, floor }
+}
+
+async fn run(settings: Settings, servers: tokio::runtime::Handle) -> ExitCode {
+    let begun = Instant::now();
+    assert_eq!(MUTATE_PATH, Webhook::Mutate.path());
+    assert_eq!(VALIDATE_PATH, Webhook::Validate.path());
+    let certs = certs();
+    let fixtures = common::all();
+    let typical = fixtures
+        .iter()
+        .find(|f| f.name == common::TYPICAL)
+        .expect("the typical fixture");
+    let started = start_servers(&servers, &certs, typical).await;
+
+    let mut cases: Vec<_> = fixtures
+        .iter()
+        .map(|f| (f, Mode::KeepAlive, Webhook::Mutate))
+        .collect();
+    cases.push((typical, Mode::KeepAlive, Webhook::Validate));
+    cases.push((typical, Mode::FreshHandshake, Webhook::Mutate));
+    cases.push((typical, Mode::Http2, Webhook::Mutate));
+
+    print_header(&settings);
+    let mut results = Vec::new();
+    for case in cases {
+        results.push(measure(&settings, &started, &certs, case).await);
+    }
+    started.ours_h1.stop().await;
+    started.ours_h2.stop().await;
 
     report(&settings, &results);
-    let errors: usize = results.iter().map(|m| m.ours.errors + m.floor.errors).sum();
-    let over: Vec<&Measured> = results
-        .iter()
-        .filter(|m| m.case.gated && ratio(m) > settings.max_ratio)
-        .collect();
     println!(
         "\nlatency: finished in {:.1} s",
         begun.elapsed().as_secs_f64()
     );
+    verdict(&settings, &results)
+}
+
+/// Fails on any request that did not get 200 and, outside a smoke run, on a gated p99 over its
+/// allowed ratio to the floor's.
+fn verdict(settings: &Settings, results: &[Measured]) -> ExitCode {
+    let errors: usize = results.iter().map(|m| m.ours.errors + m.floor.errors).sum();
     if errors > 0 {
         println!("latency: FAIL: {errors} request(s) did not get 200");
         return ExitCode::FAILURE;
@@ -711,27 +737,30 @@ async fn run(settings: Settings, servers: tokio::runtime::Handle) -> ExitCode {
         println!("latency: smoke run, ratio gate skipped");
         return ExitCode::SUCCESS;
     }
+    let over: Vec<&Measured> = results
+        .iter()
+        .filter(|m| m.case.gated && ratio(m) > settings.max_ratio)
+        .collect();
     if over.is_empty() {
         println!(
             "latency: OK, every gated p99 is within {:.1}x of its floor's",
             settings.max_ratio
         );
-        ExitCode::SUCCESS
-    } else {
-        for m in over {
-            println!(
-                "latency: FAIL: {} {} {}: p99 {} µs is {:.2}x the floor's {} µs (max {:.1}x, LATENCY_MAX_RATIO)",
-                m.case.mode.label(),
-                m.case.fixture,
-                webhook_name(m.case.webhook),
-                m.ours.latencies.value_at_quantile(0.99),
-                ratio(m),
-                m.floor.latencies.value_at_quantile(0.99),
-                settings.max_ratio
-            );
-        }
-        ExitCode::FAILURE
+        return ExitCode::SUCCESS;
     }
+    for m in over {
+        println!(
+            "latency: FAIL: {} {} {}: p99 {} µs is {:.2}x the floor's {} µs (max {:.1}x, LATENCY_MAX_RATIO)",
+            m.case.mode.label(),
+            m.case.fixture,
+            webhook_name(m.case.webhook),
+            m.ours.latencies.value_at_quantile(0.99),
+            ratio(m),
+            m.floor.latencies.value_at_quantile(0.99),
+            settings.max_ratio
+        );
+    }
+    ExitCode::FAILURE
 }
 
 fn webhook_name(webhook: Webhook) -> &'static str {
