@@ -4,6 +4,8 @@
 //! turns readiness off, makes every answer say `Connection: close`, stops accepting and
 //! drains within a bound, leaving idle keep-alives to their clients (see [`close`]).
 
+mod answer;
+mod body;
 pub mod budget;
 mod close;
 mod conn;
