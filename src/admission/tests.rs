@@ -509,7 +509,7 @@ fn an_unreadable_old_object_is_judged_without_it_and_logged() {
 /// warning.
 #[test]
 fn autoscaler_conflicts_go_through_actions_and_ratcheting() {
-    use super::decide::RATCHETED;
+    use super::enforcement::RATCHETED;
     use crate::autoscalers::{Autoscalers, Controller, Kind, Object, Sync};
     let index = Autoscalers::default();
     let review_with = |index: &Autoscalers, webhook, body: &J| {
