@@ -35,15 +35,7 @@ pub(super) fn decide(
 ) -> Verdict {
     let object = match judged_object(req) {
         Ok(object) => object,
-        Err(Unjudged::Allowed) => {
-            return admitted(
-                version,
-                req,
-                &Response::allowed(),
-                Violations::default(),
-                out,
-            );
-        }
+        Err(Unjudged::Allowed) => return allowed(version, req, out),
         Err(Unjudged::Bad(message)) => return bad_request(version, req, &message, out),
     };
     let cluster = review.autoscalers.map(|autoscalers| validate::Cluster {
@@ -67,13 +59,7 @@ pub(super) fn decide(
     // Deletion is never blocked: the update that removes the last finalizer must go through,
     // and defaulting a terminating object would only give it a way to fail.
     if mc.terminating {
-        return admitted(
-            version,
-            req,
-            &Response::allowed(),
-            Violations::default(),
-            out,
-        );
+        return allowed(version, req, out);
     }
     match review.webhook {
         Webhook::Mutate => defaulted(version, req, &mc, patch_buf, out),
@@ -391,6 +377,17 @@ fn judge(
         warnings: warnings.len(),
         violations,
     }
+}
+
+/// Writes a plain allowing answer (no patch, no warning) and its verdict.
+fn allowed(version: ApiVersion, req: &Request<'_, '_>, out: &mut Vec<u8>) -> Verdict {
+    admitted(
+        version,
+        req,
+        &Response::allowed(),
+        Violations::default(),
+        out,
+    )
 }
 
 /// Writes an allowing `answer` and its verdict.
