@@ -2,7 +2,8 @@
 //! arrive (never on a declared Content-Length alone), and a large body also for the parser's
 //! working memory, so no set of clients can grow the process past the bound in
 //! docs/memory.md. Part of it is kept for bodies of at most 256 KiB: a flood of large
-//! bodies cannot keep an everyday review waiting.
+//! bodies cannot keep an everyday review waiting. What a body takes, and when, is
+//! `body.rs`'s (`body::Plan`); the budget's metrics are its [`Stats`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
