@@ -14,7 +14,7 @@
 //! After criterion, two tables: allocations per request (a counting global allocator), and
 //! an indicative ours/baseline ratio from a quick best-of-N wall-clock loop.
 //!
-//! Honesty rules: each of our iterations takes the path the server takes (`server/route.rs`): a
+//! Honesty rules: each of our iterations takes the path the server takes (`server/body.rs`'s `Plan`): a
 //! body of at most `budget::SMALL` bytes that came in one frame (a review of a few KB does) is
 //! read where it lies (`Review::answer_in_place`), a larger one is copied into a buffer sized
 //! like the server's (body length + simd-json padding) and parsed whole (`answer_whole`); the
@@ -59,10 +59,10 @@ fn allocations_per_call(iters: u64, mut f: impl FnMut()) -> (f64, f64) {
 
 // === the two implementations ===
 
-/// Ours, as `server/route.rs` answers a body over HTTP/1: read where it lies when it declares
+/// Ours, as `server/body.rs` reads a body over HTTP/1: read where it lies when it declares
 /// at most `budget::SMALL` bytes (a body in one frame), else copied into a buffer of the
 /// server's size (length + padding) and parsed whole; a fresh 2 KiB response buffer
-/// (route.rs's).
+/// (`server/answer.rs`'s).
 fn ours(webhook: Webhook, fixture: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(2048);
     let review = admission::Review::new(webhook);

@@ -1,6 +1,6 @@
 //! Instructions per review, counted by callgrind (gungraun), on the entry the server takes for
 //! a body that came in one frame, `Review::answer_in_place` (read where it lies in the
-//! connection's read buffer; `server/route.rs`): the in-process hot path on the captured CREATE, the UPDATE, the 100 KB review and a validation denial, and an
+//! connection's read buffer; `server/body.rs`'s `Plan`): the in-process hot path on the captured CREATE, the UPDATE, the 100 KB review and a validation denial, and an
 //! admitted validation with and without `--autoscaler-conflicts` (an index of 10,000 HPAs, none
 //! aimed at the object's Deployment: the lookup's cost). Counts do not depend on machine load,
 //! so this bench gates CI where a timing could not.
@@ -48,7 +48,7 @@ const ADMIT_IR: u64 = 18_650;
 const ADMIT_INDEXED_IR: u64 = 18_950;
 
 /// What a measured call gets: the review's inputs, the request body, and a fresh 2 KiB
-/// response buffer (`server/route.rs`'s).
+/// response buffer (`server/answer.rs`'s).
 struct Request {
     webhook: Webhook,
     autoscalers: Option<&'static Autoscalers>,

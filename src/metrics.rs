@@ -9,10 +9,12 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 use crate::admission::{Enforcement, Operation, Verdict, Webhook};
 use crate::memcached::validate::Rule;
+
+mod process;
 
 /// A series' labels; the modules that register their own metrics use it too.
 pub(crate) type Labels = Vec<(&'static str, &'static str)>;
@@ -142,10 +144,10 @@ pub struct Metrics {
     /// before it passes); the reloader updates them.
     pub certificates: crate::tls::reload::Stats,
     /// The budget for request bodies in flight (`server::budget`).
-    pub body_budget: BodyBudget,
+    pub body_budget: crate::server::budget::Stats,
     /// The autoscaler index and its watch (`--autoscaler-conflicts`; zero when off).
     pub autoscalers: crate::autoscalers::Stats,
-    process: Process,
+    process: process::Process,
 }
 
 /// Connections on the webhook port by what they are doing, and what made room for new ones.
@@ -177,26 +179,6 @@ pub const CLOSE_REASONS: [&str; 6] = [
 /// Its `when` labels: only an `idle` close by the server can meet a request being written.
 pub const CLOSE_WHEN: [&str; 3] = ["after_answer", "idle", "mid_request"];
 
-/// `--max-inflight-body-bytes`: how much is held, and how often requests waited or were refused.
-#[derive(Debug, Default)]
-pub struct BodyBudget {
-    pub capacity: Gauge,
-    pub in_use: Gauge,
-    pub waits: Counter,
-    pub refusals: Counter,
-}
-
-#[derive(Debug, Default)]
-struct Process {
-    start_time: Gauge<f64, AtomicU64>,
-    cpu_seconds: Counter<f64, AtomicU64>,
-    cpu_seen: std::sync::Mutex<f64>,
-    resident_bytes: Gauge,
-    open_fds: Gauge,
-    log_lines_dropped: Counter,
-    log_dropped_seen: std::sync::Mutex<u64>,
-}
-
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
@@ -204,8 +186,9 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Every metric, each registered by the function (or the module, for the certificate reloader
-    /// and the autoscaler watch) that owns its handles; the text lists them in this order.
+    /// Every metric, each registered by the function (or the module, for the certificate reloader,
+    /// the body budget, the autoscaler watch and the process's figures) that owns its handles;
+    /// the text lists them in this order.
     pub fn new() -> Self {
         let mut registry = Registry::default();
         let (mutate, validate) = WebhookMetrics::register(&mut registry);
@@ -233,9 +216,9 @@ impl Metrics {
             ready,
             connections: Connections::register(&mut registry),
             certificates: crate::tls::reload::Stats::register(&mut registry),
-            body_budget: BodyBudget::register(&mut registry),
+            body_budget: crate::server::budget::Stats::register(&mut registry),
             autoscalers: crate::autoscalers::Stats::register(&mut registry),
-            process: Process::register(&mut registry),
+            process: process::Process::register(&mut registry),
             registry,
         }
     }
@@ -261,6 +244,17 @@ impl Metrics {
         encode_eof(&mut out).expect("writing to a String cannot fail");
         out
     }
+}
+
+/// A new metric registered as `name`, for the handle its owner keeps.
+pub(crate) fn registered<M: Metric + Clone + Default>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+) -> M {
+    let metric = M::default();
+    registry.register(name, help, metric.clone());
+    metric
 }
 
 /// `memcached_webhook_connections_closed_total{reason, when}`, every series created up front.
@@ -424,110 +418,5 @@ impl Connections {
             connections.pressure_seconds.clone(),
         );
         connections
-    }
-}
-
-impl BodyBudget {
-    fn register(registry: &mut Registry) -> Self {
-        let body_budget = BodyBudget::default();
-        registry.register(
-            "memcached_webhook_body_budget_bytes",
-            "The memory budget for request bodies in flight (--max-inflight-body-bytes)",
-            body_budget.capacity.clone(),
-        );
-        registry.register(
-            "memcached_webhook_body_budget_in_use_bytes",
-            "Bytes of the body budget held by requests (bodies, and the parser for large ones)",
-            body_budget.in_use.clone(),
-        );
-        registry.register(
-            "memcached_webhook_body_budget_waits",
-            "Requests that waited for body budget",
-            body_budget.waits.clone(),
-        );
-        registry.register(
-            "memcached_webhook_body_budget_refusals",
-            "Requests refused for lack of body budget (503, or 413 when larger than the budget)",
-            body_budget.refusals.clone(),
-        );
-        body_budget
-    }
-}
-
-impl Process {
-    fn register(registry: &mut Registry) -> Self {
-        let process = Process::default();
-        registry.register(
-            "memcached_webhook_log_lines_dropped",
-            "Log lines dropped because stderr could not keep up (never blocks a request)",
-            process.log_lines_dropped.clone(),
-        );
-        let start = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
-        process.start_time.set(start);
-        registry.register(
-            "process_start_time_seconds",
-            "Start time of the process (Unix seconds)",
-            process.start_time.clone(),
-        );
-        registry.register(
-            "process_cpu_seconds",
-            "User and system CPU time spent",
-            process.cpu_seconds.clone(),
-        );
-        registry.register(
-            "process_resident_memory_bytes",
-            "Resident memory size",
-            process.resident_bytes.clone(),
-        );
-        registry.register(
-            "process_open_fds",
-            "Open file descriptors",
-            process.open_fds.clone(),
-        );
-        process
-    }
-
-    /// Reads CPU time, resident memory and open descriptors from /proc (Linux; zero elsewhere).
-    fn refresh(&self) {
-        let ticks = 100.0; // USER_HZ, 100 on every Linux architecture we ship.
-        if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
-            // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
-            let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            let cpu = |i: usize| {
-                fields
-                    .get(i)
-                    .and_then(|v| v.parse::<f64>().ok())
-                    .unwrap_or(0.0)
-            };
-            let total = (cpu(11) + cpu(12)) / ticks;
-            let mut seen = self.cpu_seen.lock().unwrap_or_else(|e| e.into_inner());
-            if total > *seen {
-                self.cpu_seconds.inc_by(total - *seen);
-                *seen = total;
-            }
-        }
-        if let Ok(statm) = std::fs::read_to_string("/proc/self/statm") {
-            let pages: i64 = statm
-                .split_whitespace()
-                .nth(1)
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            self.resident_bytes.set(pages * 4096);
-        }
-        if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
-            self.open_fds.set(fds.count() as i64);
-        }
-        let dropped = crate::logging::dropped_lines();
-        let mut seen = self
-            .log_dropped_seen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if dropped > *seen {
-            self.log_lines_dropped.inc_by(dropped - *seen);
-            *seen = dropped;
-        }
     }
 }

@@ -4,6 +4,8 @@
 //! turns readiness off, makes every answer say `Connection: close`, stops accepting and
 //! drains within a bound, leaving idle keep-alives to their clients (see [`close`]).
 
+mod answer;
+mod body;
 pub mod budget;
 mod close;
 mod conn;
@@ -203,41 +205,29 @@ pub async fn serve(
         tls13_only,
     )
     .map_err(Error::Tls)?;
-    let acceptor = TlsAcceptor::from(Arc::new(tls));
-    let limits = Arc::new(conn::Limits::from(&config));
-    // Never waited for: readiness and serving do not depend on the API server (README).
-    let (autoscalers, watch) = match config.autoscaler_conflicts {
-        crate::config::Switch::Off => (None, None),
-        crate::config::Switch::On => {
-            let index = Arc::new(Autoscalers::new(state.metrics.autoscalers.clone()));
-            let credentials = match &config.kubeconfig {
-                Some(path) => watch::Credentials::Kubeconfig(path.clone()),
-                None => watch::Credentials::Infer,
-            };
-            let task = tokio::spawn(watch::run(
-                index.clone(),
-                credentials,
-                config.autoscaler_discovery_interval,
-            ));
-            (Some(index), Some(task))
-        }
-    };
-    let app = Arc::new(route::App::with_autoscalers(
-        &config,
-        state.metrics.clone(),
-        autoscalers,
-    ));
-    let builder = Arc::new(http_builder(&config));
+    let (autoscalers, watch) = watch_autoscalers(&config, &state);
     let fd_limit = slots::raise_fd_limit();
     let pre_handshake_max = config.max_pre_handshake_connections.map_or_else(
         || eviction::pre_handshake_ceiling(fd_limit, config.max_connections),
         |n| n as usize,
     );
-    let slots = slots::Slots::new(
-        config.max_connections,
-        pre_handshake_max,
-        state.metrics.clone(),
-    );
+    let shared = Arc::new(conn::Shared {
+        acceptor: TlsAcceptor::from(Arc::new(tls)),
+        builder: Arc::new(http_builder(&config)),
+        app: Arc::new(route::App::with_autoscalers(
+            &config,
+            state.metrics.clone(),
+            autoscalers,
+        )),
+        limits: Arc::new(conn::Limits::from(&config)),
+        metrics: state.metrics.clone(),
+        slots: slots::Slots::new(
+            config.max_connections,
+            pre_handshake_max,
+            state.metrics.clone(),
+        ),
+        state: state.clone(),
+    });
     // Every connection task watches this; the drain waits until all of them are gone.
     let (drain, drained) = tokio::sync::watch::channel(false);
 
@@ -265,21 +255,61 @@ pub async fn serve(
         tracing::info!(delay = ?config.shutdown_delay, "shutdown requested; /readyz now fails and every answer says Connection: close");
         tokio::time::sleep(config.shutdown_delay).await;
     };
+    accept_until(stop, &listeners.webhook, &shared, &drained).await;
+    drop(listeners.webhook);
+    drop(drained);
+    drain_connections(&config, &state, drain).await;
+    health.abort();
+    if let Some(watch) = watch {
+        watch.abort();
+    }
+    if let Some(metrics) = metrics {
+        metrics.abort();
+    }
+    Ok(())
+}
+
+/// With `--autoscaler-conflicts=on`, the index of the cluster's other autoscalers and the task
+/// that watches them; never waited for: readiness and serving do not depend on the API server
+/// (README).
+fn watch_autoscalers(
+    config: &Config,
+    state: &State,
+) -> (
+    Option<Arc<Autoscalers>>,
+    Option<tokio::task::JoinHandle<()>>,
+) {
+    match config.autoscaler_conflicts {
+        crate::config::Switch::Off => (None, None),
+        crate::config::Switch::On => {
+            let index = Arc::new(Autoscalers::new(state.metrics.autoscalers.clone()));
+            let credentials = match &config.kubeconfig {
+                Some(path) => watch::Credentials::Kubeconfig(path.clone()),
+                None => watch::Credentials::Infer,
+            };
+            let task = tokio::spawn(watch::run(
+                index.clone(),
+                credentials,
+                config.autoscaler_discovery_interval,
+            ));
+            (Some(index), Some(task))
+        }
+    }
+}
+
+/// Accepts webhook connections, each into its own task, until `stop` resolves.
+async fn accept_until(
+    stop: impl Future<Output = ()>,
+    listener: &TcpListener,
+    shared: &Arc<conn::Shared>,
+    drained: &tokio::sync::watch::Receiver<bool>,
+) {
     let mut stop = std::pin::pin!(stop);
-    let shared = Arc::new(conn::Shared {
-        acceptor,
-        builder,
-        app,
-        limits,
-        metrics: state.metrics.clone(),
-        slots: slots.clone(),
-        state: state.clone(),
-    });
     let mut last_warning = None::<std::time::Instant>;
     loop {
         let (tcp, peer) = tokio::select! {
             () = &mut stop => break,
-            accepted = listeners.webhook.accept() => match accepted {
+            accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
                     // EMFILE and friends: make room by closing the oldest connection that has
@@ -288,7 +318,7 @@ pub async fn serve(
                         tracing::warn!(error = %e, "accept failed (logged at most every 10 s)");
                         last_warning = Some(std::time::Instant::now());
                     }
-                    slots.shed_oldest_pending();
+                    shared.slots.shed_oldest_pending();
                     tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                     continue;
                 }
@@ -299,12 +329,18 @@ pub async fn serve(
         // Linux), which an answer leaving in more than one write would pay
         // (`LATENCY_FLOOR_NODELAY=0` in benches/latency.rs shows it on the floor).
         let _ = tcp.set_nodelay(true);
-        let ticket = slots.accepted();
+        let ticket = shared.slots.accepted();
         tokio::spawn(shared.clone().run(tcp, peer, ticket, drained.clone()));
     }
+}
 
-    drop(listeners.webhook);
-    drop(drained);
+/// Tells every connection to close after its next answer and waits for them, at most
+/// `--shutdown-grace-period`; `drain`'s receivers are the connections still open.
+async fn drain_connections(
+    config: &Config,
+    state: &State,
+    drain: tokio::sync::watch::Sender<bool>,
+) {
     let open = drain.receiver_count();
     let by_state = |i: usize| state.metrics.connections.by_state[i].get();
     tracing::info!(
@@ -329,14 +365,6 @@ pub async fn serve(
     } else {
         tracing::info!("every connection closed; exiting");
     }
-    health.abort();
-    if let Some(watch) = watch {
-        watch.abort();
-    }
-    if let Some(metrics) = metrics {
-        metrics.abort();
-    }
-    Ok(())
 }
 
 fn http_builder(config: &Config) -> auto::Builder<TokioExecutor> {

@@ -248,7 +248,7 @@ async fn streams_beyond_the_limit_are_refused_and_open_ones_finish() {
 }
 
 /// A body in a thousand tiny DATA frames (over HTTP/2 the server copies it as it comes rather
-/// than hold its frames, see `route.rs`) is answered exactly as a whole parse answers it.
+/// than hold its frames, see `server/body.rs`'s `Plan`) is answered exactly as a whole parse answers it.
 #[tokio::test]
 async fn a_body_in_many_tiny_frames_gets_the_whole_parse_answer() {
     let server = util::start_with(h2).await;

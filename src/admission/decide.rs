@@ -2,7 +2,7 @@
 //! against `oldObject`, then enforced), written as the AdmissionReview response.
 
 use super::Webhook;
-use super::enforcement::{Actions, Enforcement, Violations};
+use super::enforcement::{Actions, Enforced, Enforcement, Violations, enforce};
 use super::envelope::{ApiVersion, Operation, Request};
 use super::pipeline::Review;
 use super::response::{self, Audit, Cause, Response, Status};
@@ -33,58 +33,10 @@ pub(super) fn decide(
     patch_buf: &mut Vec<u8>,
     out: &mut Vec<u8>,
 ) -> Verdict {
-    let allow = |out: &mut Vec<u8>| {
-        response::write(out, version, req.uid, &Response::allowed());
-        Verdict {
-            operation: req.operation,
-            allowed: true,
-            code: 200,
-            patched: false,
-            warnings: 0,
-            violations: Violations::default(),
-        }
-    };
-    let bad = |out: &mut Vec<u8>, message: &str| {
-        let status = Status::bad_request(message);
-        response::write(out, version, req.uid, &Response::denied(&status));
-        Verdict {
-            operation: req.operation,
-            allowed: false,
-            code: status.code,
-            patched: false,
-            warnings: 0,
-            violations: Violations::default(),
-        }
-    };
-
-    let Some(operation) = req.operation else {
-        let message = format!(
-            "request.operation: expected one of CREATE, UPDATE, DELETE, CONNECT, found {:?}",
-            req.operation_raw
-        );
-        return bad(out, &message);
-    };
-    match operation {
-        Operation::Delete | Operation::Connect => return allow(out),
-        Operation::Create | Operation::Update => {}
-    }
-    // Status and scale updates carry the whole object but may not change its spec.
-    if !req.sub_resource.is_empty() {
-        return allow(out);
-    }
-    if req.group != memcached::GROUP || req.kind != memcached::KIND {
-        let message = format!(
-            "this webhook admits {}/{} objects only, but the request is for {:?} in group {:?}; \
-             check the webhook configuration's rules",
-            memcached::GROUP,
-            memcached::KIND,
-            req.kind,
-            req.group
-        );
-        return bad(out, &message);
-    }
-    let Some(object) = req.object else {
-        return bad(out, "request.object is missing on a CREATE or UPDATE");
+    let object = match judged_object(req) {
+        Ok(object) => object,
+        Err(Unjudged::Allowed) => return allowed(version, req, out),
+        Err(Unjudged::Bad(message)) => return bad_request(version, req, &message, out),
     };
     let cluster = review.autoscalers.map(|autoscalers| validate::Cluster {
         namespace: req.namespace,
@@ -107,31 +59,13 @@ pub(super) fn decide(
     // Deletion is never blocked: the update that removes the last finalizer must go through,
     // and defaulting a terminating object would only give it a way to fail.
     if mc.terminating {
-        return allow(out);
+        return allowed(version, req, out);
     }
-
     match review.webhook {
-        Webhook::Mutate => {
-            let mut warnings = Vec::new();
-            let mut patch = Patch::new(patch_buf);
-            defaults::apply(&mc.spec, &mut patch, &mut warnings);
-            let changes = patch.changes();
-            let patch = patch.finish();
-            let answer = Response {
-                patch,
-                warnings: &warnings,
-                audit: Audit::Changes(&changes),
-                ..Response::allowed()
-            };
-            admitted(version, req, &answer, Violations::default(), out)
-        }
+        Webhook::Mutate => defaulted(version, req, &mc, patch_buf, out),
         Webhook::Validate => {
             let outcome = validate::validate_in(&mc, cluster);
-            if outcome.unchecked
-                && let Some(autoscalers) = review.autoscalers
-            {
-                autoscalers.stats.unchecked.inc();
-            }
+            count_unchecked(&outcome, cluster);
             if outcome.errors.is_empty() {
                 let answer = Response {
                     warnings: &outcome.warnings,
@@ -148,6 +82,91 @@ pub(super) fn decide(
             };
             judge(&judged, review.actions, outcome, out)
         }
+    }
+}
+
+/// The defaulting webhook's answer: the patch that fills in what `mc`'s spec leaves out.
+fn defaulted(
+    version: ApiVersion,
+    req: &Request<'_, '_>,
+    mc: &memcached::Memcached<'_, '_>,
+    patch_buf: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+) -> Verdict {
+    let mut warnings = Vec::new();
+    let mut patch = Patch::new(patch_buf);
+    defaults::apply(&mc.spec, &mut patch, &mut warnings);
+    let changes = patch.changes();
+    let patch = patch.finish();
+    let answer = Response {
+        patch,
+        warnings: &warnings,
+        audit: Audit::Changes(&changes),
+        ..Response::allowed()
+    };
+    admitted(version, req, &answer, Violations::default(), out)
+}
+
+/// Why a request's object is not judged.
+enum Unjudged {
+    /// DELETE, CONNECT or a subresource: allowed untouched.
+    Allowed,
+    /// Not a request the webhooks can judge: 400 with this message.
+    Bad(String),
+}
+
+/// The object of a request the webhooks judge: a CREATE or UPDATE of a Memcached's main
+/// resource.
+fn judged_object<'t, 'i>(req: &Request<'t, 'i>) -> Result<Val<'t, 'i>, Unjudged> {
+    let Some(operation) = req.operation else {
+        return Err(Unjudged::Bad(format!(
+            "request.operation: expected one of CREATE, UPDATE, DELETE, CONNECT, found {:?}",
+            req.operation_raw
+        )));
+    };
+    // Status and scale updates carry the whole object but may not change its spec.
+    if matches!(operation, Operation::Delete | Operation::Connect) || !req.sub_resource.is_empty() {
+        return Err(Unjudged::Allowed);
+    }
+    if req.group != memcached::GROUP || req.kind != memcached::KIND {
+        return Err(Unjudged::Bad(format!(
+            "this webhook admits {}/{} objects only, but the request is for {:?} in group {:?}; \
+             check the webhook configuration's rules",
+            memcached::GROUP,
+            memcached::KIND,
+            req.kind,
+            req.group
+        )));
+    }
+    req.object
+        .ok_or_else(|| Unjudged::Bad("request.object is missing on a CREATE or UPDATE".to_owned()))
+}
+
+/// Writes a 400 denial saying `message`, and its verdict.
+fn bad_request(
+    version: ApiVersion,
+    req: &Request<'_, '_>,
+    message: &str,
+    out: &mut Vec<u8>,
+) -> Verdict {
+    let status = Status::bad_request(message);
+    response::write(out, version, req.uid, &Response::denied(&status));
+    Verdict {
+        operation: req.operation,
+        allowed: false,
+        code: status.code,
+        patched: false,
+        warnings: 0,
+        violations: Violations::default(),
+    }
+}
+
+/// Counts a validation whose autoscaler-conflict rule could not run (its warning says why).
+fn count_unchecked(outcome: &validate::Outcome, cluster: Option<validate::Cluster<'_>>) {
+    if outcome.unchecked
+        && let Some(cluster) = cluster
+    {
+        cluster.autoscalers.stats.unchecked.inc();
     }
 }
 
@@ -171,11 +190,7 @@ fn refuse_malformed(
         Webhook::Mutate => (400, "BadRequest", malformed.to_string()),
         Webhook::Validate => {
             let outcome = validate::validate_in(&malformed.partial, cluster);
-            if outcome.unchecked
-                && let Some(cluster) = cluster
-            {
-                cluster.autoscalers.stats.unchecked.inc();
-            }
+            count_unchecked(&outcome, cluster);
             let errors: Vec<FieldError> = outcome
                 .errors
                 .into_iter()
@@ -285,9 +300,6 @@ fn judged_alone(req: &Request<'_, '_>, why: &str, error: &dyn std::fmt::Display)
     );
 }
 
-/// The warning for a violation the stored object already had.
-pub(super) const RATCHETED: &str = " (already stored; allowed until this field changes)";
-
 /// The object [`judge`] answers for, and the request it came in.
 struct Judged<'r, 't, 'i> {
     cluster: Option<validate::Cluster<'r>>,
@@ -321,35 +333,11 @@ fn judge(
         unchecked: _,
     } = outcome;
     let (errors, stored) = ratcheted(cluster, req, errors, object);
-
-    let mut violations = Violations::default();
-    let mut warnings = Vec::with_capacity(stored.len() + errors.len() + advice.len());
-    for e in &stored {
-        violations.add(Enforcement::Ratcheted, e.rule());
-        warnings.push(format!("{e}{RATCHETED}"));
-    }
-    for e in &errors {
-        if actions.deny {
-            violations.add(Enforcement::Deny, e.rule());
-        }
-        if actions.warn {
-            violations.add(Enforcement::Warn, e.rule());
-            warnings.push(e.message());
-        }
-    }
-    warnings.extend(advice);
-    let mut failures = Vec::new();
-    if actions.audit {
-        for e in errors.iter().chain(&stored) {
-            violations.add(Enforcement::Audit, e.rule());
-        }
-        failures.extend(errors.iter().map(Cause::from));
-        failures.extend(stored.iter().map(|e| {
-            let mut cause = Cause::from(e);
-            cause.message.push_str(RATCHETED);
-            cause
-        }));
-    }
+    let Enforced {
+        violations,
+        warnings,
+        failures,
+    } = enforce(actions, &errors, &stored, advice);
     let audit = Audit::Failures(&failures);
 
     if errors.is_empty() || !actions.deny {
@@ -389,6 +377,17 @@ fn judge(
         warnings: warnings.len(),
         violations,
     }
+}
+
+/// Writes a plain allowing answer (no patch, no warning) and its verdict.
+fn allowed(version: ApiVersion, req: &Request<'_, '_>, out: &mut Vec<u8>) -> Verdict {
+    admitted(
+        version,
+        req,
+        &Response::allowed(),
+        Violations::default(),
+        out,
+    )
 }
 
 /// Writes an allowing `answer` and its verdict.

@@ -1,7 +1,8 @@
 //! Enforcement: what a violation does (`--validation-actions`), and the counts of what was done
 //! with each, by rule, for the metrics.
 
-use crate::memcached::validate::Rule;
+use super::response::Cause;
+use crate::memcached::validate::{FieldError, Rule};
 
 /// `--validation-actions`: what a violation does, as `validationActions` of a Kubernetes
 /// ValidatingAdmissionPolicyBinding. `Warn` and `Audit` let a cluster operator see what `Deny`
@@ -119,5 +120,60 @@ impl Violations {
 
     pub fn is_empty(&self) -> bool {
         self.total == 0
+    }
+}
+
+/// The warning for a violation the stored object already had.
+pub(super) const RATCHETED: &str = " (already stored; allowed until this field changes)";
+
+/// What `--validation-actions` make of a review's violations.
+pub(super) struct Enforced {
+    pub violations: Violations,
+    /// The warnings to return: ratcheted violations, warned ones, then validation's advice.
+    pub warnings: Vec<String>,
+    /// The audit annotation's causes (`Audit`), ratcheted ones marked.
+    pub failures: Vec<Cause>,
+}
+
+/// Applies `actions` to the new violations (`errors`), and ratcheting's warning to those the
+/// stored object already had (`stored`).
+pub(super) fn enforce(
+    actions: Actions,
+    errors: &[FieldError],
+    stored: &[FieldError],
+    advice: Vec<String>,
+) -> Enforced {
+    let mut violations = Violations::default();
+    let mut warnings = Vec::with_capacity(stored.len() + errors.len() + advice.len());
+    for e in stored {
+        violations.add(Enforcement::Ratcheted, e.rule());
+        warnings.push(format!("{e}{RATCHETED}"));
+    }
+    for e in errors {
+        if actions.deny {
+            violations.add(Enforcement::Deny, e.rule());
+        }
+        if actions.warn {
+            violations.add(Enforcement::Warn, e.rule());
+            warnings.push(e.message());
+        }
+    }
+    warnings.extend(advice);
+    let mut failures = Vec::new();
+    if actions.audit {
+        for e in errors.iter().chain(stored) {
+            violations.add(Enforcement::Audit, e.rule());
+        }
+        failures.extend(errors.iter().map(Cause::from));
+        failures.extend(stored.iter().map(|e| {
+            let mut cause = Cause::from(e);
+            cause.message.push_str(RATCHETED);
+            cause
+        }));
+    }
+    Enforced {
+        violations,
+        warnings,
+        failures,
     }
 }

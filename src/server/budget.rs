@@ -2,16 +2,20 @@
 //! arrive (never on a declared Content-Length alone), and a large body also for the parser's
 //! working memory, so no set of clients can grow the process past the bound in
 //! docs/memory.md. Part of it is kept for bodies of at most 256 KiB: a flood of large
-//! bodies cannot keep an everyday review waiting.
+//! bodies cannot keep an everyday review waiting. What a body takes, and when, is
+//! `body.rs`'s (`body::Plan`); the budget's metrics are its [`Stats`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::time::Instant;
 
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, registered};
 
 /// Bodies that declare at most this many bytes draw on the reserved pool; larger ones (and
 /// chunked ones, whose size is unknown) on the rest. The apiserver always sends a
@@ -251,6 +255,44 @@ pub fn parse_cost(body: &[u8]) -> usize {
     let indexes = (body.len() / 8).max(2 * structurals) * 4;
     let tape = structurals * std::mem::size_of::<simd_json::Node<'static>>();
     body.len() + simd_json::INPUT_PADDING + indexes + tape
+}
+
+/// `--max-inflight-body-bytes`: how much is held, and how often requests waited or were refused;
+/// handles into the process's metrics (see [`crate::metrics`]).
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub capacity: Gauge,
+    pub in_use: Gauge,
+    pub waits: Counter,
+    pub refusals: Counter,
+}
+
+impl Stats {
+    /// `memcached_webhook_body_budget_*`.
+    pub(crate) fn register(registry: &mut Registry) -> Self {
+        Stats {
+            capacity: registered(
+                registry,
+                "memcached_webhook_body_budget_bytes",
+                "The memory budget for request bodies in flight (--max-inflight-body-bytes)",
+            ),
+            in_use: registered(
+                registry,
+                "memcached_webhook_body_budget_in_use_bytes",
+                "Bytes of the body budget held by requests (bodies, and the parser for large ones)",
+            ),
+            waits: registered(
+                registry,
+                "memcached_webhook_body_budget_waits",
+                "Requests that waited for body budget",
+            ),
+            refusals: registered(
+                registry,
+                "memcached_webhook_body_budget_refusals",
+                "Requests refused for lack of body budget (503, or 413 when larger than the budget)",
+            ),
+        }
+    }
 }
 
 #[cfg(test)]

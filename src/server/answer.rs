@@ -1,0 +1,226 @@
+//! The answer to a request on a webhook path: its headers checked, its body read ([`body`]
+//! decides how), the review answered, and every failure answered with the HTTP error that says
+//! what was wrong.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use hyper::{Method, Request, Response, StatusCode};
+
+use super::body::{self, BodyError, Plan, Ready};
+use super::budget::{Grant, Refused};
+use super::route::{App, text};
+use crate::admission::{self, BadReview, Verdict, Webhook};
+use crate::metrics::BadRequest;
+
+/// What a caught panic leaves of a review.
+type Reviewed = std::thread::Result<Result<Verdict, BadReview>>;
+
+impl App {
+    /// Answers a request sent to `webhook`'s path, which arrived at `started`.
+    pub(super) async fn answer(
+        &self,
+        webhook: Webhook,
+        req: Request<Incoming>,
+        started: std::time::Instant,
+    ) -> Response<Full<Bytes>> {
+        let declared = req
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if let Some(refusal) = self.refuse(&req, declared) {
+            return refusal;
+        }
+        let deadline = tokio::time::Instant::now() + self.body_read_timeout;
+        let plan = Plan::new(declared, req.version(), self.max_header_bytes);
+        let mut grant = self.budget.grant(plan.pool);
+        let limit = declared.map_or(self.max_request_bytes, |n| n as usize);
+        let mut body = match self.receive(req, plan, &mut grant, limit, deadline).await {
+            Ok(body) => body,
+            Err(response) => return response,
+        };
+        // Room for a patched answer (a 5.6 KB `kubectl apply` CREATE's is 1.2 KB with its base64
+        // patch and audit annotations), so it is written without reallocating.
+        let mut out = Vec::with_capacity(2048);
+        let review = admission::Review {
+            webhook,
+            actions: self.validation_actions,
+            autoscalers: self.autoscalers.as_deref(),
+            started,
+        };
+        // No panic is expected; if one happens it costs this request (500), not the process.
+        let reviewed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            body.answer(&review, &mut out)
+        }));
+        self.respond(webhook, reviewed, out)
+    }
+
+    /// The answer to a request whose method, media type or declared length (`declared`) the
+    /// webhooks do not accept, saying which; `None` for one they do.
+    fn refuse(
+        &self,
+        req: &Request<Incoming>,
+        declared: Option<u64>,
+    ) -> Option<Response<Full<Bytes>>> {
+        let bad = |reason| self.metrics.bad_request(reason);
+        if req.method() != Method::POST {
+            bad(BadRequest::Method);
+            let mut response = text(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "the webhooks accept POST only\n",
+            );
+            response
+                .headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("POST"));
+            return Some(response);
+        }
+        if !is_json(req.headers().get(CONTENT_TYPE)) {
+            bad(BadRequest::ContentType);
+            return Some(text(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "Content-Type must be application/json\n",
+            ));
+        }
+        if declared.is_some_and(|n| n > self.max_request_bytes as u64) {
+            bad(BadRequest::TooLarge);
+            return Some(self.too_large());
+        }
+        None
+    }
+
+    /// Reads the body by `plan` before `deadline` and takes what parsing it needs from `grant`;
+    /// else the answer that says why it could not.
+    async fn receive(
+        &self,
+        req: Request<Incoming>,
+        plan: Plan,
+        grant: &mut Grant<'_>,
+        limit: usize,
+        deadline: tokio::time::Instant,
+    ) -> Result<Ready, Response<Full<Bytes>>> {
+        let bad = |reason| self.metrics.bad_request(reason);
+        let read = body::read_body(req.into_body(), plan.pin, grant, limit, deadline);
+        let received = match tokio::time::timeout_at(deadline, read).await {
+            Err(_) => {
+                bad(BadRequest::Timeout);
+                return Err(text(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "the request body did not arrive in time\n",
+                ));
+            }
+            Ok(Err(BodyError::TooLarge)) => {
+                bad(BadRequest::TooLarge);
+                return Err(self.too_large());
+            }
+            Ok(Err(BodyError::Read(e))) => {
+                bad(BadRequest::Unreadable);
+                tracing::debug!(error = %e, "reading the request body failed");
+                return Err(text(
+                    StatusCode::BAD_REQUEST,
+                    "the request body could not be read\n",
+                ));
+            }
+            Ok(Err(BodyError::Budget(refused))) => return Err(self.refused(refused)),
+            Ok(Ok(received)) => received,
+        };
+        Ready::take(received, grant, deadline)
+            .await
+            .map_err(|refused| self.refused(refused))
+    }
+
+    /// The HTTP response to a review: the AdmissionReview written into `out`, or the error.
+    fn respond(&self, webhook: Webhook, reviewed: Reviewed, out: Vec<u8>) -> Response<Full<Bytes>> {
+        match reviewed {
+            Ok(Ok(verdict)) => {
+                self.metrics.webhook(webhook).admission(&verdict);
+                let mut response = Response::new(Full::new(Bytes::from(out)));
+                response
+                    .headers_mut()
+                    .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                response
+            }
+            Ok(Err(reason)) => {
+                self.metrics.bad_request(BadRequest::NotAdmissionReview);
+                tracing::info!(webhook = webhook.path(), reason = %reason, "rejected a body that is not an AdmissionReview");
+                text(StatusCode::BAD_REQUEST, &format!("{reason}\n"))
+            }
+            Err(_) => {
+                self.metrics.bad_request(BadRequest::Panic);
+                tracing::error!(
+                    webhook = webhook.path(),
+                    "the admission handler panicked; answered 500"
+                );
+                text(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n")
+            }
+        }
+    }
+
+    /// 503 while the budget is used up (the apiserver retries), 413 when it never could hold it.
+    fn refused(&self, refused: Refused) -> Response<Full<Bytes>> {
+        match refused {
+            Refused::Busy => {
+                let mut response = text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the server's memory for request bodies is in use by other requests \
+                     (--max-inflight-body-bytes); retry shortly\n",
+                );
+                response
+                    .headers_mut()
+                    .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+                response
+            }
+            Refused::TooBig { needed, pool } => {
+                self.metrics.bad_request(BadRequest::TooLarge);
+                text(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!(
+                        "reading and parsing this body needs {needed} bytes of memory, more than the \
+                         {pool} bytes --max-inflight-body-bytes allows for bodies over 256 KiB\n"
+                    ),
+                )
+            }
+        }
+    }
+
+    fn too_large(&self) -> Response<Full<Bytes>> {
+        text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!(
+                "the request body is larger than {} bytes (--max-request-bytes)\n",
+                self.max_request_bytes
+            ),
+        )
+    }
+}
+
+/// `application/json`, with or without parameters such as `; charset=utf-8`.
+fn is_json(value: Option<&HeaderValue>) -> bool {
+    let Some(value) = value.and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let media_type = value.split(';').next().unwrap_or_default().trim();
+    media_type.eq_ignore_ascii_case("application/json")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_content_types() {
+        for (value, ok) in [
+            ("application/json", true),
+            ("Application/JSON; charset=utf-8", true),
+            ("application/json-patch+json", false),
+            ("text/plain", false),
+        ] {
+            assert_eq!(
+                is_json(Some(&HeaderValue::from_static(value))),
+                ok,
+                "{value}"
+            );
+        }
+        assert!(!is_json(None));
+    }
+}
