@@ -5,22 +5,8 @@ use super::*;
 
 #[test]
 fn an_object_that_breaks_its_types_is_refused_with_400_by_mutate_and_422_by_validate() {
-    let cases = [
-        (
-            r#"{"spec":{"replicas":"3"}}"#,
-            "spec.replicas: expected an integer, found a string",
-        ),
-        (
-            r#"{"spec":{"autoscaling":{"enabled":"yes"}}}"#,
-            "spec.autoscaling.enabled: expected a boolean, found a string",
-        ),
-        (
-            r#"{"spec":{"memcached":[1]}}"#,
-            "spec.memcached: expected an object, found an array",
-        ),
-    ];
     for (webhook, code) in [(Webhook::Mutate, 400), (Webhook::Validate, 422)] {
-        for (object, message) in cases {
+        for (object, message) in crate::test_support::MISTYPED {
             let (verdict, response) = run(webhook, &review_with("CREATE", object)).unwrap();
             assert_eq!(
                 verdict,
