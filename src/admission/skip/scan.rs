@@ -3,9 +3,8 @@
 //! the value would.
 
 /// The offset of the `]` or `}` that closes the value opened at `open`, with brackets and braces
-/// inside strings (and escaped quotes) not counted; `None` if the text ends first, if the value
-/// holds bytes that are not UTF-8, or if it nests deeper than [`DEEP`] (the parser then reports
-/// them). Brackets and braces count alike:
+/// inside strings (and escaped quotes) not counted; `None` if the text ends first, or if the value
+/// holds bytes that are not UTF-8 (the parser then reports them). Brackets and braces count alike:
 /// a mismatched pair is malformed JSON, which only the whole parse would see. The scan costs a
 /// fifth of parsing the value (docs/performance.md, "Measured choices in the code").
 pub(super) fn value_end(body: &[u8], open: usize) -> Option<usize> {
@@ -25,11 +24,6 @@ pub(super) fn value_end(body: &[u8], open: usize) -> Option<usize> {
     #[cfg(not(target_arch = "x86_64"))]
     scan(body, open, classify_bytes, prefix_xor)
 }
-
-/// Deeper than this inside a skipped value, the scan gives up and the whole parse answers, which
-/// refuses a text nested past 1,024 levels from its root: a skipped value then gets the same
-/// answer as before it was skipped, and no Kubernetes object nests half as deep.
-const DEEP: u32 = 512;
 
 /// Whether the CPU runs the AVX2 scan and walk. They count bits too: without POPCNT (not in the
 /// x86_64 baseline) `count_ones` is a dozen shifts and masks, twice a block; and the inside of
@@ -97,9 +91,6 @@ fn scan(
         let opens = masks.open & !(inside | escaped);
         let closes = masks.close & !(inside | escaped);
         let (n_opens, n_closes) = (opens.count_ones(), closes.count_ones());
-        if depth + n_opens > DEEP {
-            return None;
-        }
         if n_closes >= depth {
             // The value may close in this block: walk its brackets in order.
             let mut brackets = opens | closes;

@@ -241,16 +241,3 @@ fn an_escape_split_across_blocks_is_followed() {
         }
     }
 }
-
-#[test]
-fn a_value_nested_past_deep_is_left_to_the_whole_parse() {
-    let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
-    let fine = nested(400);
-    for (name, end) in every_scan(fine.as_bytes(), 0) {
-        assert_eq!(end, Some(fine.len() - 1), "{name}");
-    }
-    let deep = nested(DEEP as usize + 1);
-    for (name, end) in every_scan(deep.as_bytes(), 0) {
-        assert_eq!(end, None, "{name}");
-    }
-}
