@@ -145,37 +145,24 @@ fn answer(webhook: Webhook, actions: Actions, sent: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// The oracle for what the pipeline skips: `sent` with every member [`admission::skipped`]
-/// emptied (`{}` or `[]`), as the whole parse must see it to answer as the server does, or
+/// The oracle for what the pipeline skips: `sent` with every member of `admission::SKIPPED` at its
+/// path emptied (`{}` or `[]`), as the whole parse must see it to answer as the server does, or
 /// `None` when serde_json does not read `sent` as JSON. `oldObject` is left whole: the server
 /// parses it from its bytes when ratcheting reads it, so the answer must be the whole parse's.
 fn blanked(sent: &[u8]) -> Option<Vec<u8>> {
     let mut review: Value = serde_json::from_slice(sent).ok()?;
-    blank(&mut review, &mut Vec::new());
-    Some(serde_json::to_vec(&review).expect("a Value encodes"))
-}
-
-/// Empties the skipped members below `value`, which lies at `path` from the root.
-fn blank(value: &mut Value, path: &mut Vec<String>) {
-    let Value::Object(members) = value else {
-        return;
-    };
-    for (name, member) in members.iter_mut() {
-        path.push(name.clone());
-        let at: Vec<&str> = path.iter().map(String::as_str).collect();
-        if at == admission::OLD_OBJECT {
-            // Left whole: see `blanked`.
-        } else if admission::skipped(&at) {
-            match member {
-                Value::Object(members) => members.clear(),
-                Value::Array(items) => items.clear(),
-                _ => {}
-            }
-        } else {
-            blank(member, path);
+    for path in admission::SKIPPED {
+        if path == ["request", "oldObject"] {
+            continue;
         }
-        path.pop();
+        let pointer: String = path.iter().map(|key| format!("/{key}")).collect();
+        match review.pointer_mut(&pointer) {
+            Some(Value::Object(members)) => members.clear(),
+            Some(Value::Array(items)) => items.clear(),
+            _ => {}
+        }
     }
+    Some(serde_json::to_vec(&review).expect("a Value encodes"))
 }
 
 /// The answer's `response`, having checked that it echoes `uid`.

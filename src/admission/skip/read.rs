@@ -1,5 +1,5 @@
-//! Reads a review into simd-json's tape in one pass over the bytes as sent, with the members no
-//! rule reads ([`skipped`](super::skipped)) emptied as it meets them: simdjson's On-Demand idea, which
+//! Reads a review into simd-json's tape in one pass over the bytes as sent, with the members of
+//! [`SKIPPED`](super::SKIPPED) emptied as it meets them: simdjson's On-Demand idea, which
 //! simd-json's API does not offer. It reads only what it can read exactly as simd-json would,
 //! and declines the rest.
 //!
@@ -16,8 +16,8 @@ use std::ops::Range;
 
 use simd_json::{Node, StaticNode};
 
-use super::STEPS;
 use super::scan::{self, Strings};
+use super::{OLD_OBJECT, STEPS};
 
 /// Deeper than this, the reader declines: a Memcached review nests about ten levels.
 const MAX_DEPTH: usize = 64;
@@ -38,7 +38,7 @@ struct Open {
     len: usize,
     object: bool,
     /// Where it stands in [`STEPS`] when it is on the way down a path of
-    /// [`KEPT`](super::KEPT).
+    /// [`SKIPPED`](super::SKIPPED).
     step: Option<usize>,
 }
 
@@ -179,9 +179,9 @@ fn read_with<'i>(strings: Strings, text: &'i [u8], nodes: &mut Vec<Node<'i>>) ->
 }
 
 /// Reads a member of the innermost open object (`stack`'s last) from its key's opening quote at
-/// `at`, and pushes the key. When the member is skipped ([`skipped`](super::skipped)) and holds
-/// an object or an array, it skips the value (pushing an empty one) and returns the offset after
-/// it and `None`; else where the value starts and `Some` of its step in [`STEPS`]. (Not a small
+/// `at`, and pushes the key. When the member is one of [`SKIPPED`](super::SKIPPED) and holds an
+/// object or an array, it skips the value (pushing an empty one) and returns the offset after it
+/// and `None`; else where the value starts and `Some` of its step in [`STEPS`]. (Not a small
 /// enum for the two: that cost more a review, docs/performance.md.)
 #[allow(clippy::type_complexity)]
 #[inline(always)]
@@ -204,35 +204,36 @@ fn member<'i>(
     }
     let at = whitespace(text, colon + 1);
     let open = stack[stack.len() - 1];
-    let Some(steps) = open.step.map(|node| &STEPS[node]) else {
-        return Some((at, Some(None)));
-    };
-    let found = steps.find(key);
+    let found = open.step.and_then(|node| STEPS[node].find(key));
     // The envelope's `oldObject`: each `request` at the root starts over, and one that is not
     // null replaces the one before.
     if stack.len() == 1 && key == "request" {
         old.read_is_skipped = false;
     }
-    let in_request = stack.len() == 2 && open.step == old.request;
+    let in_request = stack.len() == 2 && open.step.is_some() && open.step == old.request;
     if in_request && key == "oldObject" && !text[at..].starts_with(b"null") {
         old.read_is_skipped = false;
     }
-    let skip = found.map_or(steps.closed, |step| step.old_object);
-    if !(skip && matches!(text.get(at), Some(b'{' | b'['))) {
-        return Some((at, Some(found.and_then(|step| step.next))));
+    let Some(found) = found else {
+        return Some((at, Some(None)));
+    };
+    match found.last {
+        Some(path) if matches!(text.get(at), Some(b'{' | b'[')) => {
+            let close = scan::value_end(text, at)?;
+            nodes.push(if text[at] == b'{' {
+                Node::Object { len: 0, count: 0 }
+            } else {
+                Node::Array { len: 0, count: 0 }
+            });
+            if path == OLD_OBJECT {
+                old.range = Some(at..close + 1);
+                old.skipped += 1;
+                old.read_is_skipped = true;
+            }
+            Some((close + 1, None))
+        }
+        _ => Some((at, Some(found.next))),
     }
-    let close = scan::value_end(text, at)?;
-    nodes.push(if text[at] == b'{' {
-        Node::Object { len: 0, count: 0 }
-    } else {
-        Node::Array { len: 0, count: 0 }
-    });
-    if found.is_some() {
-        old.range = Some(at..close + 1);
-        old.skipped += 1;
-        old.read_is_skipped = true;
-    }
-    Some((close + 1, None))
 }
 
 /// Opens an object or an array: its head node, to be completed by [`close`]. `None` past
