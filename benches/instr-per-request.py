@@ -22,6 +22,7 @@ benches/fixtures/e-big-100k.json (100 KB) through mutate, tests/fixtures/mutate-
     python3 benches/instr-per-request.py --requests 500   # quicker, a few minutes
     python3 benches/instr-per-request.py --max-ratio 3    # exits 1 if a row is above 3x the floor
     python3 benches/instr-per-request.py tests/fixtures/large-annotations.json:mutate
+    python3 benches/instr-per-request.py --keep /tmp/prof  # also keeps each row's profiles
 
 The floor is built with `cargo build --release --locked --bench floor` (or given with --floor);
 that build links target/release/memcached-webhook again with the dev-dependencies' features, so the
@@ -170,15 +171,18 @@ def send(url, fixture, n):
         fail(f"h2load: not {n} successful answers:\n{out.stdout}{out.stderr}")
 
 
-def batch(name, pid, work, url, fixture, n):
-    """Ir executed while n requests were served (callgrind zeroed before, dumped after)."""
+def batch(name, pid, work, url, fixture, n, keep=None):
+    """Ir executed while n requests were served (callgrind zeroed before, dumped after); the
+    dumps are copied to `keep` (a path prefix) for callgrind_annotate when given."""
     subprocess.run(["callgrind_control", "-z", str(pid)], check=True, capture_output=True)
     send(url, fixture, n)
     for dump in work.glob(f"cg-{name}.out.*"):
         dump.unlink()
     subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
     total = 0
-    for dump in work.glob(f"cg-{name}.out.*"):
+    for index, dump in enumerate(sorted(work.glob(f"cg-{name}.out.*"))):
+        if keep is not None:
+            shutil.copy2(dump, f"{keep}.{index}.out")
         for line in dump.read_text().splitlines():
             if line.startswith("summary:"):
                 total += int(line.split()[1])
@@ -187,18 +191,23 @@ def batch(name, pid, work, url, fixture, n):
     return total
 
 
-def measure(name, process, address, work, path, fixture, requests):
-    """Instructions per request of a started server: warm-up, then the two batches."""
+def measure(name, process, address, work, path, fixture, requests, keep=None):
+    """Instructions per request of a started server: warm-up, then the two batches (the big
+    one's profile kept under the prefix `keep` when given)."""
     url = f"https://{address}{path}"
     send(url, fixture, WARM_UP)
     small = batch(name, process.pid, work, url, fixture, requests // 5)
-    big = batch(name, process.pid, work, url, fixture, requests)
+    big = batch(name, process.pid, work, url, fixture, requests, keep)
     return (big - small) / (requests - requests // 5)
 
 
 def row(args, floor, work, fixture, webhook):
     """(floor, ours) instructions per request for one fixture through one webhook."""
     path = PATHS[webhook]
+    keep = None
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        keep = args.keep / f"{fixture.stem}-{webhook}"
     certs = work / "certs"  # --dev writes tls.crt and tls.key here once; the floor serves them too
     process, address = start("ours", [
         args.binary, "--dev", "--cert-dir", certs,
@@ -207,7 +216,8 @@ def row(args, floor, work, fixture, webhook):
     try:
         response = work / "response.json"
         response.write_bytes(post_once(address, path, fixture))
-        ours = measure("ours", process, address, work, path, fixture, args.requests)
+        ours = measure("ours", process, address, work, path, fixture, args.requests,
+                       keep and f"{keep}-ours")
     finally:
         stop(process)
     process, address = start("floor", [
@@ -216,7 +226,8 @@ def row(args, floor, work, fixture, webhook):
     try:
         if post_once(address, path, fixture) != response.read_bytes():
             fail("the floor did not answer the captured response")
-        lowest = measure("floor", process, address, work, path, fixture, args.requests)
+        lowest = measure("floor", process, address, work, path, fixture, args.requests,
+                         keep and f"{keep}-floor")
     finally:
         stop(process)
     return lowest, ours
@@ -234,6 +245,10 @@ def main():
                         help="the floor's executable (default: built with cargo)")
     parser.add_argument("--requests", type=int, default=2000,
                         help="requests in the big batch (default 2000; 500 is quicker)")
+    parser.add_argument("--keep", type=pathlib.Path, metavar="DIR",
+                        help="keep each big batch's callgrind profile in DIR "
+                             "(ROW-ours.N.out, ROW-floor.N.out: callgrind_annotate --inclusive=yes; "
+                             "symbols need CARGO_PROFILE_RELEASE_STRIP=false at the build)")
     parser.add_argument("--max-ratio", type=float,
                         help="exit 1 if any row costs more than this many times the floor")
     args = parser.parse_args()
