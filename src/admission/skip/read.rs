@@ -54,6 +54,31 @@ struct OldObject {
     read_is_skipped: bool,
 }
 
+impl OldObject {
+    #[inline(always)]
+    fn new() -> Self {
+        OldObject {
+            request: STEPS[0].find("request").and_then(|step| step.next),
+            range: None,
+            skipped: 0,
+            read_is_skipped: false,
+        }
+    }
+
+    /// What the document read says of `oldObject` at its end; `None` when the envelope would
+    /// read an `oldObject` other than the one skipped.
+    #[inline(always)]
+    fn finish(self) -> Option<Read> {
+        match (self.skipped, self.read_is_skipped) {
+            (0, _) => Some(Read { old_object: None }),
+            (1, true) => Some(Read {
+                old_object: self.range,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// Reads `text` (a whole JSON document) onto `nodes` (cleared first). `None`: declined, see
 /// the module's documentation; `nodes` then holds anything.
 pub fn read<'i>(text: &'i [u8], nodes: &mut Vec<Node<'i>>) -> Option<Read> {
@@ -83,15 +108,9 @@ pub(super) fn read_portable<'i>(text: &'i [u8], nodes: &mut Vec<Node<'i>>) -> Op
 #[inline(always)]
 fn read_with<'i>(strings: Strings, text: &'i [u8], nodes: &mut Vec<Node<'i>>) -> Option<Read> {
     nodes.clear();
-    let mut old = OldObject {
-        request: STEPS[0].find("request").and_then(|step| step.next),
-        range: None,
-        skipped: 0,
-        read_is_skipped: false,
-    };
+    let mut old = OldObject::new();
     let mut stack = [Open::default(); MAX_DEPTH];
-    let mut depth = 0;
-    let mut at = whitespace(text, 0);
+    let (mut depth, mut at) = (0, whitespace(text, 0));
     // The step of the value about to be read: the root is where every path starts.
     let mut step = Some(0);
     'value: loop {
@@ -137,17 +156,7 @@ fn read_with<'i>(strings: Strings, text: &'i [u8], nodes: &mut Vec<Node<'i>>) ->
         loop {
             at = whitespace(text, at);
             if depth == 0 {
-                if at != text.len() {
-                    return None;
-                }
-                return match (old.skipped, old.read_is_skipped) {
-                    (0, _) => Some(Read { old_object: None }),
-                    (1, true) => Some(Read {
-                        old_object: old.range,
-                    }),
-                    // The envelope would read an `oldObject` other than the one skipped.
-                    _ => None,
-                };
+                return if at == text.len() { old.finish() } else { None };
             }
             let open = &mut stack[depth - 1];
             open.len += 1;
