@@ -186,14 +186,18 @@ impl Shared {
     }
 
     /// The TLS handshake, under its deadline; `None` when it failed, timed out or the
-    /// connection was told to go meanwhile.
+    /// connection was told to go meanwhile. The deadline does not shrink under pressure: a
+    /// handshake in a slot has sent its whole ClientHello, and what it waits for then is mostly
+    /// this server's CPU, scarcest under a flood; a client that stalls it is evicted when a
+    /// newcomer needs the slot (`eviction`). A shrunk deadline cut the API server's own dials
+    /// on a starved server, and a request waiting on such a dial fails (docs/availability.md).
     async fn handshake(
         &self,
         tcp: TcpStream,
         peer: SocketAddr,
         conn: &Conn,
     ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
-        let timeout = eviction::scaled(self.limits.handshake, self.slots.factor());
+        let timeout = self.limits.handshake;
         let tls = tokio::select! {
             tls = tokio::time::timeout(timeout, self.acceptor.accept(tcp)) => tls,
             () = conn.evict.notified() => {
