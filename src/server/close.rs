@@ -15,21 +15,22 @@ use std::time::Duration;
 use super::eviction;
 
 /// Who or what ended a connection past its TLS handshake: the `reason` label of
-/// `memcached_webhook_connections_closed_total`, in [`crate::metrics::CLOSE_REASONS`] order.
+/// `memcached_webhook_connections_closed_total`, in [`crate::metrics::CLOSE_REASONS`] order
+/// (declaration order is the index, which a test checks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Reason {
     /// The server is shutting down.
-    Shutdown = 0,
+    Shutdown,
     /// `--idle-timeout` passed between requests.
-    IdleTimeout = 1,
+    IdleTimeout,
     /// `--header-read-timeout` passed while a request head arrived.
-    HeaderTimeout = 2,
+    HeaderTimeout,
     /// Closed to make room for a new connection (`eviction`).
-    Eviction = 3,
+    Eviction,
     /// The client closed it.
-    Client = 4,
+    Client,
     /// An I/O or protocol error.
-    Error = 5,
+    Error,
 }
 
 /// Where the connection stood when it closed: the `when` label, in
@@ -38,11 +39,11 @@ pub(crate) enum Reason {
 pub(crate) enum When {
     /// Right after an answer that said so (`Connection: close`, or HTTP/2 GOAWAY): the client
     /// cannot have started another request on it.
-    AfterAnswer = 0,
+    AfterAnswer,
     /// Between requests (or before the first): a client may have been reusing it just then.
-    Idle = 1,
+    Idle,
     /// A request head or body was arriving, or in service.
-    MidRequest = 2,
+    MidRequest,
 }
 
 /// What a connection is doing when it ends, as `conn` sees it.
@@ -108,54 +109,43 @@ pub(crate) fn idle_deadline(configured: Duration, completed: bool, factor: f64) 
 mod tests {
     use super::*;
 
-    const IDLE: Seen = Seen {
-        said_close: false,
-        idle: true,
-    };
+    fn seen(said_close: bool, idle: bool) -> Seen {
+        Seen { said_close, idle }
+    }
 
     #[test]
     fn an_answer_that_said_close_is_the_server_s_race_free_close() {
-        let said = Seen {
-            said_close: true,
-            idle: true,
-        };
-        assert_eq!(
-            ended(true, Reason::Shutdown, said),
-            (Reason::Shutdown, When::AfterAnswer)
-        );
-        assert_eq!(
-            ended(true, Reason::Eviction, said),
-            (Reason::Eviction, When::AfterAnswer)
-        );
+        for decided in [Reason::Shutdown, Reason::Eviction] {
+            let seen = seen(true, true);
+            assert_eq!(ended(true, decided, seen), (decided, When::AfterAnswer));
+        }
     }
 
     #[test]
     fn otherwise_the_client_closed_it_or_it_failed() {
-        assert_eq!(
-            ended(true, Reason::Eviction, IDLE),
-            (Reason::Client, When::Idle)
-        );
-        // Shutdown had begun, but no answer said close yet: the client closed its idle one.
-        assert_eq!(
-            ended(true, Reason::Shutdown, IDLE),
-            (Reason::Client, When::Idle)
-        );
-        let mid = Seen {
-            said_close: false,
-            idle: false,
-        };
-        assert_eq!(
-            ended(true, Reason::Shutdown, mid),
-            (Reason::Client, When::MidRequest)
-        );
-        assert_eq!(
-            ended(false, Reason::Shutdown, mid),
-            (Reason::Error, When::MidRequest)
-        );
-        assert_eq!(
-            ended(false, Reason::Eviction, IDLE),
-            (Reason::Error, When::Idle)
-        );
+        let (idle, mid) = (seen(false, true), seen(false, false));
+        // (ended cleanly, the server's decision, what it saw) -> as counted
+        let cases = [
+            ((true, Reason::Eviction, idle), (Reason::Client, When::Idle)),
+            // Shutdown had begun, but no answer said close yet: the client closed its idle one.
+            ((true, Reason::Shutdown, idle), (Reason::Client, When::Idle)),
+            (
+                (true, Reason::Shutdown, mid),
+                (Reason::Client, When::MidRequest),
+            ),
+            (
+                (false, Reason::Shutdown, mid),
+                (Reason::Error, When::MidRequest),
+            ),
+            ((false, Reason::Eviction, idle), (Reason::Error, When::Idle)),
+        ];
+        for ((ok, decided, seen), counted) in cases {
+            assert_eq!(
+                ended(ok, decided, seen),
+                counted,
+                "{ok} {decided:?} {seen:?}"
+            );
+        }
     }
 
     #[test]

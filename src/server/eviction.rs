@@ -324,11 +324,17 @@ mod tests {
 
     #[test]
     fn reasons_index_the_metric_s_labels() {
-        let labels = crate::metrics::EVICTION_REASONS;
-        assert_eq!(labels[Reason::Idle as usize], "idle");
-        assert_eq!(labels[Reason::Incomplete as usize], "incomplete");
-        assert_eq!(labels[Reason::PreHandshake as usize], "pre_handshake");
-        assert_eq!(labels[Reason::Busy as usize], "busy");
+        use Reason::*;
+        for reason in [Idle, Incomplete, PreHandshake, Busy] {
+            // A match: a new reason cannot go without its label.
+            let label = match reason {
+                Idle => "idle",
+                Incomplete => "incomplete",
+                PreHandshake => "pre_handshake",
+                Busy => "busy",
+            };
+            assert_eq!(crate::metrics::EVICTION_REASONS[reason as usize], label);
+        }
     }
 
     #[test]
