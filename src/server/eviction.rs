@@ -123,8 +123,9 @@ pub(crate) fn close_after_answer<K>(
 pub(crate) const SHRINK_FROM: f64 = 0.5;
 /// Deadlines at full occupancy, as a fraction of the configured ones.
 pub(crate) const SHRINK_TO: f64 = 0.1;
-/// No deadline shrinks below this (or below its configured value, if that is lower): a TLS
-/// handshake and a request head take milliseconds, an apiserver under load may take longer.
+/// No deadline shrinks below this (or below its configured value, if that is lower): a
+/// ClientHello and a request head take milliseconds, an apiserver under load may take longer.
+/// (A TLS handshake in a slot does not shrink at all: `conn`.)
 pub(crate) const FLOOR: Duration = Duration::from_secs(1);
 
 /// Envoy's `reduce_timeouts`: 1 up to [`SHRINK_FROM`] occupancy, then linearly down to
