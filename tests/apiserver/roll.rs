@@ -38,6 +38,9 @@ const NS: &str = "roll";
 /// How long after its SIGTERM a pod leaves the endpoints (the kubelet, the EndpointSlice
 /// controller and kube-proxy in turn).
 const ENDPOINT_LAG: Duration = Duration::from_secs(1);
+/// From a bench phase's start to its disruption: the writes started before it (milliseconds
+/// each) end first, so that a write counts under the disruption it met, not the phase before.
+const BOUNDARY: Duration = Duration::from_secs(1);
 /// How often terminated pods are looked at: their exit times are this precise.
 const TICK: Duration = Duration::from_millis(100);
 
@@ -204,6 +207,11 @@ fn rolling_updates_under_writes_fail_no_write(env: &Env) {
     let tallies = writes.tallies.lock().unwrap().clone();
     report(&plan, &phases, &tallies, &pods, flood_closed);
     eprintln!("{}", balancer.watch.by_phase(&phases));
+    let failed: Vec<_> = tallies
+        .iter()
+        .flat_map(|t| t.failed_during.clone())
+        .collect();
+    eprintln!("{}", balancer.watch.around(&failed));
     let failed: u64 = tallies.iter().map(|t| t.failed).sum();
     let written: u64 = tallies.iter().map(|t| t.writes).sum();
     if !plan.bench {
@@ -264,11 +272,13 @@ fn drain_flood_crash(
     phase: &mut impl FnMut(String),
 ) -> (u64, String) {
     phase("drain".to_owned());
+    pods.wait(BOUNDARY);
     drain(pods, balancer);
     pods.wait(plan.tail);
     let (mut closed, mut counters) = (0, String::new());
     for flood in 1..=plan.floods {
         phase(format!("flood {flood}"));
+        pods.wait(BOUNDARY);
         let ca = pods.launch.ca.pem.clone();
         let (addr, hold) = (balancer.flood_addr, Duration::from_secs(15));
         let flood = runtime.spawn(async move { load::flood(addr, &ca, 2_000, hold).await });
@@ -278,6 +288,7 @@ fn drain_flood_crash(
         pods.wait(Duration::from_secs(2));
     }
     phase("crash".to_owned());
+    pods.wait(BOUNDARY);
     crash(pods, balancer);
     pods.wait(plan.tail);
     (closed, counters)

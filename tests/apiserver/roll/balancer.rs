@@ -31,11 +31,13 @@ pub struct Balancer {
 #[derive(Default)]
 pub struct Watch {
     pub closed_by_pod: Mutex<Vec<Closed>>,
+    /// When a dial of the API server's found no pod, or its pod refused it.
+    pub no_pod: Mutex<Vec<Instant>>,
 }
 
 /// An API server connection its pod closed first (its FIN, or a reset, reached the balancer
 /// before the API server's).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Closed {
     pub at: Instant,
     /// From its dial to the pod's close.
@@ -46,6 +48,9 @@ pub struct Closed {
     pub server_reads: u32,
     /// Since the API server's last bytes before the close.
     pub quiet: Duration,
+    /// The API server's bytes before the close, and those of its last read.
+    pub client_bytes: u64,
+    pub last_read: u64,
     /// Bytes the API server wrote after the close: a request that met it.
     pub written_after: u64,
 }
@@ -80,12 +85,7 @@ impl Watch {
             let met: Vec<String> = here
                 .iter()
                 .filter(|c| c.met_a_request())
-                .map(|c| {
-                    format!(
-                        "{} reads in, {} out, {:?} old, quiet {:?}, {} bytes after",
-                        c.client_reads, c.server_reads, c.age, c.quiet, c.written_after
-                    )
-                })
+                .map(|c| c.to_string())
                 .collect();
             let handshakes = here.iter().filter(|c| c.server_reads == 0).count();
             lines.push(format!(
@@ -96,6 +96,48 @@ impl Watch {
             ));
         }
         lines.join("\n")
+    }
+
+    /// What the balancer saw while each failed write (its start and end) was on its way: the
+    /// pods' closes of the API server's connections and its dials that found no pod.
+    pub fn around(&self, failed: &[(Instant, Instant)]) -> String {
+        let closed = self.closed_by_pod.lock().unwrap().clone();
+        let no_pod = self.no_pod.lock().unwrap().clone();
+        let mut lines = vec![format!(
+            "failed writes: {}; dials that found no pod: {}",
+            failed.len(),
+            no_pod.len()
+        )];
+        for (start, end) in failed {
+            let during = |at: &Instant| at >= start && at <= end;
+            let closes: Vec<String> = closed
+                .iter()
+                .filter(|c| during(&c.at))
+                .map(|c| format!("{c} ({:?} into the write)", c.at - *start))
+                .collect();
+            let refused = no_pod.iter().filter(|at| during(at)).count();
+            lines.push(format!(
+                "  a write of {:?}: {refused} dials found no pod; closes {closes:?}",
+                *end - *start
+            ));
+        }
+        lines.join("\n")
+    }
+}
+
+impl std::fmt::Display for Closed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} reads in ({} bytes, last {}), {} out, {:?} old, quiet {:?}, {} bytes after",
+            self.client_reads,
+            self.client_bytes,
+            self.last_read,
+            self.server_reads,
+            self.age,
+            self.quiet,
+            self.written_after
+        )
     }
 }
 
@@ -158,8 +200,14 @@ impl Drop for Balancer {
 /// Relays one connection, each side's end (FIN) passed on to the other; a watched one is
 /// relayed by [`watched`].
 async fn forward(mut client: TcpStream, endpoint: Option<SocketAddr>, watch: Option<Arc<Watch>>) {
-    let Some(endpoint) = endpoint else { return };
-    let Ok(mut backend) = TcpStream::connect(endpoint).await else {
+    let backend = match endpoint {
+        Some(endpoint) => TcpStream::connect(endpoint).await.ok(),
+        None => None,
+    };
+    let Some(mut backend) = backend else {
+        if let Some(watch) = watch {
+            watch.no_pod.lock().unwrap().push(Instant::now());
+        }
         return;
     };
     let _ = (client.set_nodelay(true), backend.set_nodelay(true));
@@ -175,6 +223,8 @@ struct Seen {
     client_reads: u32,
     server_reads: u32,
     last_client: Instant,
+    client_bytes: u64,
+    last_read: u64,
     /// Set when the pod's side ended first.
     closed: Option<Closed>,
     client_ended: bool,
@@ -189,6 +239,8 @@ async fn watched(client: TcpStream, backend: TcpStream, watch: &Watch) {
         client_reads: 0,
         server_reads: 0,
         last_client: now,
+        client_bytes: 0,
+        last_read: 0,
         closed: None,
         client_ended: false,
     });
@@ -234,6 +286,8 @@ fn from_client(seen: &Mutex<Seen>, n: usize) -> bool {
         None => {
             s.client_reads += 1;
             s.last_client = Instant::now();
+            s.client_bytes += n as u64;
+            s.last_read = n as u64;
         }
     }
     true
@@ -255,6 +309,8 @@ fn from_pod(seen: &Mutex<Seen>, n: usize) -> bool {
             client_reads: s.client_reads,
             server_reads: s.server_reads,
             quiet: at - s.last_client,
+            client_bytes: s.client_bytes,
+            last_read: s.last_read,
             written_after: 0,
         });
     }
