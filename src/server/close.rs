@@ -92,6 +92,19 @@ pub(crate) fn on_drain(h2: bool) -> Drain {
     if h2 { Drain::GoAway } else { Drain::Wait }
 }
 
+/// Whether the server resets a connection it closes (RST, `SO_LINGER` 0) rather than ending it
+/// (FIN): HTTP/1 between requests, closed by an eviction or an idle deadline. A FIN can meet a
+/// request its client takes the connection for before its HTTP client has read the FIN (Go's
+/// read loop, late on a busy API server); the write succeeds and the answer is `EOF`. After a
+/// reset the kernel fails the write before a byte is sent, and Go's transport retries a
+/// request on a pooled connection that failed so (`nothingWrittenError`; its body can be
+/// replayed). What remains is a request written before the reset arrived: its time on the
+/// wire. Never after an answer (a reset discards what is unsent) nor mid-request; HTTP/2 gets
+/// GOAWAY or is closed as before.
+pub(crate) fn resets(reason: Reason, when: When, h2: bool) -> bool {
+    !h2 && when == When::Idle && matches!(reason, Reason::Eviction | Reason::IdleTimeout)
+}
+
 /// How long a connection may stay idle before the server closes it. A keep-alive that has
 /// answered a request gets `--idle-timeout` whatever the pressure: it is longer than the
 /// apiserver's 90 s pool, so that client always closes first; under pressure `eviction` evicts
@@ -159,6 +172,21 @@ mod tests {
     fn the_drain_sends_goaway_to_http2_and_waits_for_http1_clients() {
         assert_eq!(on_drain(true), Drain::GoAway);
         assert_eq!(on_drain(false), Drain::Wait);
+    }
+
+    #[test]
+    fn an_idle_http1_connection_the_server_closes_is_reset() {
+        let idle = When::Idle;
+        assert!(resets(Reason::Eviction, idle, false));
+        assert!(resets(Reason::IdleTimeout, idle, false));
+        assert!(!resets(Reason::Eviction, idle, true), "HTTP/2");
+        // Not what could discard an answer or cut a request, nor what the server did not decide.
+        assert!(!resets(Reason::Eviction, When::AfterAnswer, false));
+        assert!(!resets(Reason::Shutdown, When::AfterAnswer, false));
+        assert!(!resets(Reason::HeaderTimeout, When::MidRequest, false));
+        assert!(!resets(Reason::Eviction, When::MidRequest, false));
+        assert!(!resets(Reason::Client, idle, false));
+        assert!(!resets(Reason::Error, idle, false));
     }
 
     #[test]

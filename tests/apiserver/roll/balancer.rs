@@ -2,7 +2,8 @@
 //! of the ready set (round robin, as IPVS does) and stays on it until either side closes; an
 //! endpoint that leaves the set keeps its established connections (conntrack) and gets no new
 //! ones. A connection that finds no endpoint, or one that refuses it, is closed at once: what
-//! the client of a DNAT to a dead pod sees.
+//! the client of a DNAT to a dead pod sees. A pod's reset (RST) reaches the client as one, as
+//! through a DNAT; its end (FIN) as an end.
 //!
 //! Two front ports share the endpoints: `addr` for the API server, whose connections are
 //! watched (`Watch`: which of them a pod closed first, and whether a request was written into
@@ -51,6 +52,8 @@ pub struct Closed {
     /// The API server's bytes before the close, and those of its last read.
     pub client_bytes: u64,
     pub last_read: u64,
+    /// The pod reset it (RST) rather than ended it (FIN).
+    pub reset: bool,
     /// Bytes the API server wrote after the close: a request that met it.
     pub written_after: u64,
 }
@@ -129,7 +132,8 @@ impl std::fmt::Display for Closed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} reads in ({} bytes, last {}), {} out, {:?} old, quiet {:?}, {} bytes after",
+            "{}{} reads in ({} bytes, last {}), {} out, {:?} old, quiet {:?}, {} bytes after",
+            if self.reset { "reset: " } else { "" },
             self.client_reads,
             self.client_bytes,
             self.last_read,
@@ -213,7 +217,14 @@ async fn forward(mut client: TcpStream, endpoint: Option<SocketAddr>, watch: Opt
     let _ = (client.set_nodelay(true), backend.set_nodelay(true));
     match watch {
         Some(watch) => watched(client, backend, &watch).await,
-        None => drop(tokio::io::copy_bidirectional(&mut client, &mut backend).await),
+        None => {
+            if tokio::io::copy_bidirectional(&mut client, &mut backend)
+                .await
+                .is_err()
+            {
+                let _ = client.set_zero_linger();
+            }
+        }
     }
 }
 
@@ -246,10 +257,15 @@ async fn watched(client: TcpStream, backend: TcpStream, watch: &Watch) {
     });
     let (mut client_rx, mut client_tx) = client.into_split();
     let (mut backend_rx, mut backend_tx) = backend.into_split();
+    let reset = tokio::sync::Notify::new();
     let upstream = async {
         let mut buf = vec![0u8; 16 * 1024];
         loop {
-            let n = client_rx.read(&mut buf).await.unwrap_or(0);
+            let n = tokio::select! {
+                n = client_rx.read(&mut buf) => n.unwrap_or(0),
+                // The pod reset it: so is the client's side, once this half is dropped too.
+                () = reset.notified() => return,
+            };
             if !from_client(&seen, n) {
                 break;
             }
@@ -261,8 +277,20 @@ async fn watched(client: TcpStream, backend: TcpStream, watch: &Watch) {
     let downstream = async {
         let mut buf = vec![0u8; 16 * 1024];
         loop {
-            let n = backend_rx.read(&mut buf).await.unwrap_or(0);
-            if !from_pod(&seen, n) || client_tx.write_all(&buf[..n]).await.is_err() {
+            let read = backend_rx.read(&mut buf).await;
+            if read
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset)
+            {
+                // Passed on as a reset, as a DNAT passes the pod's RST: no FIN first.
+                from_pod(&seen, 0, true);
+                let _ = client_tx.as_ref().set_zero_linger();
+                client_tx.forget();
+                reset.notify_one();
+                return;
+            }
+            let n = read.unwrap_or(0);
+            if !from_pod(&seen, n, false) || client_tx.write_all(&buf[..n]).await.is_err() {
                 break;
             }
         }
@@ -295,7 +323,7 @@ fn from_client(seen: &Mutex<Seen>, n: usize) -> bool {
 
 /// `n` bytes (0: the end) from the pod; false at the end, noted as the pod's close when the
 /// client had not ended first.
-fn from_pod(seen: &Mutex<Seen>, n: usize) -> bool {
+fn from_pod(seen: &Mutex<Seen>, n: usize, reset: bool) -> bool {
     let mut s = seen.lock().unwrap();
     if n > 0 {
         s.server_reads += 1;
@@ -311,6 +339,7 @@ fn from_pod(seen: &Mutex<Seen>, n: usize) -> bool {
             quiet: at - s.last_client,
             client_bytes: s.client_bytes,
             last_read: s.last_read,
+            reset,
             written_after: 0,
         });
     }
