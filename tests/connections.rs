@@ -350,3 +350,24 @@ async fn a_slow_handshake_is_not_cut_when_slots_are_full() {
     drop(idle);
     server.stop().await.unwrap();
 }
+
+/// An idle HTTP/1 connection evicted to make room is reset, not ended: a request its client
+/// writes after the reset has arrived fails before a byte is sent, which Go's transport (the
+/// API server's) retries on another connection; after a FIN it would be sent, and lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicted_idle_connection_is_reset() {
+    let server = start().await;
+    let mut idle = Vec::new();
+    for _ in 0..SLOTS {
+        idle.push(server.tls(&[b"http/1.1"]).await.unwrap());
+    }
+    well_behaved_is_answered(&server).await;
+    // The longest idle since its handshake went first.
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(ANSWERED_WITHIN, idle[0].read(&mut byte))
+        .await
+        .expect("the oldest idle connection was closed to make room");
+    let kind = read.map(|n| format!("{n} bytes")).map_err(|e| e.kind());
+    assert_eq!(kind, Err(std::io::ErrorKind::ConnectionReset));
+    server.stop().await.unwrap();
+}
