@@ -119,6 +119,20 @@ pub(crate) fn close_after_answer<K>(
         .map(|(k, _)| k)
 }
 
+/// Whether a connection told to go whose HTTP/1 request head is arriving is answered first
+/// (`Connection: close`; cut if not in service within a second) rather than cut. Always when
+/// it was chosen between requests: its client took it for a request in the instant the server
+/// chose it, the race `close` is about, and the request was sent. One chosen with its head
+/// already arriving only while at most an eighth of the slots (`leaving` of `capacity`) linger
+/// so, which bounds what a churning flood of slow heads holds.
+pub(crate) fn answers_head(
+    told_in: Phase,
+    leaving: impl FnOnce() -> usize,
+    capacity: usize,
+) -> bool {
+    told_in != Phase::Reading || leaving() <= capacity.div_ceil(8)
+}
+
 /// Occupancy (0 to 1) above which deadlines start to shrink.
 pub(crate) const SHRINK_FROM: f64 = 0.5;
 /// Deadlines at full occupancy, as a fraction of the configured ones.
@@ -292,6 +306,20 @@ mod tests {
             ("next head", conn(Phase::Reading, true, 0, 5)),
         ];
         assert_eq!(victim(slots), Some(("next head", Reason::Incomplete)));
+    }
+
+    #[test]
+    fn a_head_that_began_after_its_connection_was_chosen_is_answered_whatever_lingers() {
+        let (capacity, few, many) = (256, || 32, || 33);
+        assert!(
+            answers_head(Phase::Idle, many, capacity),
+            "chosen idle: the race"
+        );
+        assert!(answers_head(Phase::Reading, few, capacity));
+        assert!(
+            !answers_head(Phase::Reading, many, capacity),
+            "chosen mid-head, with an eighth of the slots lingering"
+        );
     }
 
     #[test]
