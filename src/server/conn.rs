@@ -10,6 +10,7 @@ use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use hyper::service::service_fn;
@@ -181,10 +182,8 @@ impl Shared {
                 }
             }
         };
-        // Set before `http`, and the socket in it, is dropped at the end of this function.
-        if close::resets(reason, when, h2) {
-            reset.store(true, std::sync::atomic::Ordering::Release);
-        }
+        // Before `http`, and the socket in it, is dropped at the end of this function.
+        reset.store(close::resets(reason, when, h2), Ordering::Release);
         tracing::debug!(%peer, ?reason, ?when, "connection closed");
         self.metrics.connections.closed[reason as usize][when as usize].inc();
     }
