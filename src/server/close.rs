@@ -8,7 +8,8 @@
 //! instant the FIN is on its way, and Go's transport (the kube-apiserver's) does not retry a
 //! POST it has written (docs/availability.md). So the server closes after an answer whenever
 //! it can, and leaves idle keep-alives to their client's own idle timeout (90 s in Go), except
-//! at the shutdown's hard deadline and when an eviction finds nothing else to close.
+//! at the shutdown's hard deadline and when an eviction finds nothing else to close; an idle
+//! HTTP/1 connection it does close is reset, not ended ([`resets`]).
 
 use std::time::Duration;
 
