@@ -173,6 +173,20 @@ pub async fn connect(
     client_cert: Option<(String, String)>,
     versions: Option<&[&'static rustls::SupportedProtocolVersion]>,
 ) -> std::io::Result<TlsStream<TcpStream>> {
+    let config = tls_config(ca_pem, alpn, client_cert, versions);
+    let tcp = TcpStream::connect(addr).await?;
+    TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+}
+
+/// What [`connect`] connects with: trusting only `ca_pem`, offering `alpn`.
+pub fn tls_config(
+    ca_pem: &str,
+    alpn: &[&[u8]],
+    client_cert: Option<(String, String)>,
+    versions: Option<&[&'static rustls::SupportedProtocolVersion]>,
+) -> rustls::ClientConfig {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(cert.unwrap()).unwrap();
@@ -192,10 +206,7 @@ pub async fn connect(
         }
     };
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    let tcp = TcpStream::connect(addr).await?;
-    TlsConnector::from(Arc::new(config))
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
+    config
 }
 
 /// An HTTP/1.1 keep-alive client over a TLS connection.

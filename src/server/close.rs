@@ -8,28 +8,30 @@
 //! instant the FIN is on its way, and Go's transport (the kube-apiserver's) does not retry a
 //! POST it has written (docs/availability.md). So the server closes after an answer whenever
 //! it can, and leaves idle keep-alives to their client's own idle timeout (90 s in Go), except
-//! at the shutdown's hard deadline and when an eviction finds nothing else to close.
+//! at the shutdown's hard deadline and when an eviction finds nothing else to close; an idle
+//! HTTP/1 connection it does close is reset, not ended ([`resets`]).
 
 use std::time::Duration;
 
 use super::eviction;
 
 /// Who or what ended a connection past its TLS handshake: the `reason` label of
-/// `memcached_webhook_connections_closed_total`, in [`crate::metrics::CLOSE_REASONS`] order.
+/// `memcached_webhook_connections_closed_total`, in [`crate::metrics::CLOSE_REASONS`] order
+/// (declaration order is the index, which a test checks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Reason {
     /// The server is shutting down.
-    Shutdown = 0,
+    Shutdown,
     /// `--idle-timeout` passed between requests.
-    IdleTimeout = 1,
+    IdleTimeout,
     /// `--header-read-timeout` passed while a request head arrived.
-    HeaderTimeout = 2,
+    HeaderTimeout,
     /// Closed to make room for a new connection (`eviction`).
-    Eviction = 3,
+    Eviction,
     /// The client closed it.
-    Client = 4,
+    Client,
     /// An I/O or protocol error.
-    Error = 5,
+    Error,
 }
 
 /// Where the connection stood when it closed: the `when` label, in
@@ -38,11 +40,11 @@ pub(crate) enum Reason {
 pub(crate) enum When {
     /// Right after an answer that said so (`Connection: close`, or HTTP/2 GOAWAY): the client
     /// cannot have started another request on it.
-    AfterAnswer = 0,
+    AfterAnswer,
     /// Between requests (or before the first): a client may have been reusing it just then.
-    Idle = 1,
+    Idle,
     /// A request head or body was arriving, or in service.
-    MidRequest = 2,
+    MidRequest,
 }
 
 /// What a connection is doing when it ends, as `conn` sees it.
@@ -91,6 +93,19 @@ pub(crate) fn on_drain(h2: bool) -> Drain {
     if h2 { Drain::GoAway } else { Drain::Wait }
 }
 
+/// Whether the server resets a connection it closes (RST, `SO_LINGER` 0) rather than ending it
+/// (FIN): HTTP/1 between requests, closed by an eviction or an idle deadline. A FIN can meet a
+/// request its client takes the connection for before its HTTP client has read the FIN (Go's
+/// read loop, late on a busy API server); the write succeeds and the answer is `EOF`. After a
+/// reset the kernel fails the write before a byte is sent, and Go's transport retries a
+/// request on a pooled connection that failed so (`nothingWrittenError`; its body can be
+/// replayed). What remains is a request written before the reset arrived: its time on the
+/// wire. Never after an answer (a reset discards what is unsent) nor mid-request; HTTP/2 gets
+/// GOAWAY or is closed as before.
+pub(crate) fn resets(reason: Reason, when: When, h2: bool) -> bool {
+    !h2 && when == When::Idle && matches!(reason, Reason::Eviction | Reason::IdleTimeout)
+}
+
 /// How long a connection may stay idle before the server closes it. A keep-alive that has
 /// answered a request gets `--idle-timeout` whatever the pressure: it is longer than the
 /// apiserver's 90 s pool, so that client always closes first; under pressure `eviction` evicts
@@ -108,54 +123,43 @@ pub(crate) fn idle_deadline(configured: Duration, completed: bool, factor: f64) 
 mod tests {
     use super::*;
 
-    const IDLE: Seen = Seen {
-        said_close: false,
-        idle: true,
-    };
+    fn seen(said_close: bool, idle: bool) -> Seen {
+        Seen { said_close, idle }
+    }
 
     #[test]
     fn an_answer_that_said_close_is_the_server_s_race_free_close() {
-        let said = Seen {
-            said_close: true,
-            idle: true,
-        };
-        assert_eq!(
-            ended(true, Reason::Shutdown, said),
-            (Reason::Shutdown, When::AfterAnswer)
-        );
-        assert_eq!(
-            ended(true, Reason::Eviction, said),
-            (Reason::Eviction, When::AfterAnswer)
-        );
+        for decided in [Reason::Shutdown, Reason::Eviction] {
+            let seen = seen(true, true);
+            assert_eq!(ended(true, decided, seen), (decided, When::AfterAnswer));
+        }
     }
 
     #[test]
     fn otherwise_the_client_closed_it_or_it_failed() {
-        assert_eq!(
-            ended(true, Reason::Eviction, IDLE),
-            (Reason::Client, When::Idle)
-        );
-        // Shutdown had begun, but no answer said close yet: the client closed its idle one.
-        assert_eq!(
-            ended(true, Reason::Shutdown, IDLE),
-            (Reason::Client, When::Idle)
-        );
-        let mid = Seen {
-            said_close: false,
-            idle: false,
-        };
-        assert_eq!(
-            ended(true, Reason::Shutdown, mid),
-            (Reason::Client, When::MidRequest)
-        );
-        assert_eq!(
-            ended(false, Reason::Shutdown, mid),
-            (Reason::Error, When::MidRequest)
-        );
-        assert_eq!(
-            ended(false, Reason::Eviction, IDLE),
-            (Reason::Error, When::Idle)
-        );
+        let (idle, mid) = (seen(false, true), seen(false, false));
+        // (ended cleanly, the server's decision, what it saw) -> as counted
+        let cases = [
+            ((true, Reason::Eviction, idle), (Reason::Client, When::Idle)),
+            // Shutdown had begun, but no answer said close yet: the client closed its idle one.
+            ((true, Reason::Shutdown, idle), (Reason::Client, When::Idle)),
+            (
+                (true, Reason::Shutdown, mid),
+                (Reason::Client, When::MidRequest),
+            ),
+            (
+                (false, Reason::Shutdown, mid),
+                (Reason::Error, When::MidRequest),
+            ),
+            ((false, Reason::Eviction, idle), (Reason::Error, When::Idle)),
+        ];
+        for ((ok, decided, seen), counted) in cases {
+            assert_eq!(
+                ended(ok, decided, seen),
+                counted,
+                "{ok} {decided:?} {seen:?}"
+            );
+        }
     }
 
     #[test]
@@ -169,6 +173,21 @@ mod tests {
     fn the_drain_sends_goaway_to_http2_and_waits_for_http1_clients() {
         assert_eq!(on_drain(true), Drain::GoAway);
         assert_eq!(on_drain(false), Drain::Wait);
+    }
+
+    #[test]
+    fn an_idle_http1_connection_the_server_closes_is_reset() {
+        let idle = When::Idle;
+        assert!(resets(Reason::Eviction, idle, false));
+        assert!(resets(Reason::IdleTimeout, idle, false));
+        assert!(!resets(Reason::Eviction, idle, true), "HTTP/2");
+        // Not what could discard an answer or cut a request, nor what the server did not decide.
+        assert!(!resets(Reason::Eviction, When::AfterAnswer, false));
+        assert!(!resets(Reason::Shutdown, When::AfterAnswer, false));
+        assert!(!resets(Reason::HeaderTimeout, When::MidRequest, false));
+        assert!(!resets(Reason::Eviction, When::MidRequest, false));
+        assert!(!resets(Reason::Client, idle, false));
+        assert!(!resets(Reason::Error, idle, false));
     }
 
     #[test]

@@ -9,15 +9,14 @@
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
@@ -27,6 +26,9 @@ use super::eviction;
 use super::route::App;
 use super::slots::{Conn, Slots, Ticket};
 use crate::config::Config;
+use tracked::Tracked;
+
+mod tracked;
 
 /// How long an evicted connection between requests gets to close gracefully (an HTTP/2
 /// GOAWAY waits for the client's ping answer) before it is dropped.
@@ -123,10 +125,9 @@ impl Shared {
         // HTTP/2 clients send frames (pings, window updates) between requests: only HTTP/1 bytes
         // on an idle connection mean a request has started.
         let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-        let io = TokioIo::new(Tracked {
-            inner: tls,
-            conn: (!h2).then(|| conn.clone()),
-        });
+        let io = Tracked::new(tls, (!h2).then(|| conn.clone()));
+        let reset = io.reset.clone();
+        let io = TokioIo::new(io);
         let (app, state) = (self.app.clone(), self.state.clone());
         let in_service = conn.clone();
         let service = service_fn(move |req| {
@@ -181,19 +182,25 @@ impl Shared {
                 }
             }
         };
+        // Before `http`, and the socket in it, is dropped at the end of this function.
+        reset.store(close::resets(reason, when, h2), Ordering::Release);
         tracing::debug!(%peer, ?reason, ?when, "connection closed");
         self.metrics.connections.closed[reason as usize][when as usize].inc();
     }
 
     /// The TLS handshake, under its deadline; `None` when it failed, timed out or the
-    /// connection was told to go meanwhile.
+    /// connection was told to go meanwhile. The deadline does not shrink under pressure: a
+    /// handshake in a slot has sent its whole ClientHello, and what it waits for then is mostly
+    /// this server's CPU, scarcest under a flood; a client that stalls it is evicted when a
+    /// newcomer needs the slot (`eviction`). A shrunk deadline cut the API server's own dials
+    /// on a starved server, and a request waiting on such a dial fails (docs/availability.md).
     async fn handshake(
         &self,
         tcp: TcpStream,
         peer: SocketAddr,
         conn: &Conn,
     ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
-        let timeout = eviction::scaled(self.limits.handshake, self.slots.factor());
+        let timeout = self.limits.handshake;
         let tls = tokio::select! {
             tls = tokio::time::timeout(timeout, self.acceptor.accept(tcp)) => tls,
             () = conn.evict.notified() => {
@@ -345,59 +352,6 @@ fn first_record_arrived(tcp: &TcpStream) -> io::Result<()> {
         Ok(())
     } else {
         Err(io::ErrorKind::WouldBlock.into())
-    }
-}
-
-/// The TLS stream, reporting HTTP/1 reads to its connection's state.
-struct Tracked<S> {
-    inner: S,
-    conn: Option<Arc<Conn>>,
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let result = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if buf.filled().len() > before
-            && let Some(conn) = &self.conn
-        {
-            conn.on_read();
-        }
-        result
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
     }
 }
 

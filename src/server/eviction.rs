@@ -119,12 +119,27 @@ pub(crate) fn close_after_answer<K>(
         .map(|(k, _)| k)
 }
 
+/// Whether a connection told to go whose HTTP/1 request head is arriving is answered first
+/// (`Connection: close`; cut if not in service within a second) rather than cut. Always when
+/// it was chosen between requests: its client took it for a request in the instant the server
+/// chose it, the race `close` is about, and the request was sent. One chosen with its head
+/// already arriving only while at most an eighth of the slots (`leaving` of `capacity`) linger
+/// so, which bounds what a churning flood of slow heads holds.
+pub(crate) fn answers_head(
+    told_in: Phase,
+    leaving: impl FnOnce() -> usize,
+    capacity: usize,
+) -> bool {
+    told_in != Phase::Reading || leaving() <= capacity.div_ceil(8)
+}
+
 /// Occupancy (0 to 1) above which deadlines start to shrink.
 pub(crate) const SHRINK_FROM: f64 = 0.5;
 /// Deadlines at full occupancy, as a fraction of the configured ones.
 pub(crate) const SHRINK_TO: f64 = 0.1;
-/// No deadline shrinks below this (or below its configured value, if that is lower): a TLS
-/// handshake and a request head take milliseconds, an apiserver under load may take longer.
+/// No deadline shrinks below this (or below its configured value, if that is lower): a
+/// ClientHello and a request head take milliseconds, an apiserver under load may take longer.
+/// (A TLS handshake in a slot does not shrink at all: `conn`.)
 pub(crate) const FLOOR: Duration = Duration::from_secs(1);
 
 /// Envoy's `reduce_timeouts`: 1 up to [`SHRINK_FROM`] occupancy, then linearly down to
@@ -294,6 +309,20 @@ mod tests {
     }
 
     #[test]
+    fn a_head_that_began_after_its_connection_was_chosen_is_answered_whatever_lingers() {
+        let (capacity, few, many) = (256, || 32, || 33);
+        assert!(
+            answers_head(Phase::Idle, many, capacity),
+            "chosen idle: the race"
+        );
+        assert!(answers_head(Phase::Reading, few, capacity));
+        assert!(
+            !answers_head(Phase::Reading, many, capacity),
+            "chosen mid-head, with an eighth of the slots lingering"
+        );
+    }
+
+    #[test]
     fn with_every_slot_in_service_the_longest_in_service_is_asked_once() {
         let mut asked = conn(Phase::Busy, true, 0, 1);
         asked.asked = true;
@@ -324,11 +353,17 @@ mod tests {
 
     #[test]
     fn reasons_index_the_metric_s_labels() {
-        let labels = crate::metrics::EVICTION_REASONS;
-        assert_eq!(labels[Reason::Idle as usize], "idle");
-        assert_eq!(labels[Reason::Incomplete as usize], "incomplete");
-        assert_eq!(labels[Reason::PreHandshake as usize], "pre_handshake");
-        assert_eq!(labels[Reason::Busy as usize], "busy");
+        use Reason::*;
+        for reason in [Idle, Incomplete, PreHandshake, Busy] {
+            // A match: a new reason cannot go without its label.
+            let label = match reason {
+                Idle => "idle",
+                Incomplete => "incomplete",
+                PreHandshake => "pre_handshake",
+                Busy => "busy",
+            };
+            assert_eq!(crate::metrics::EVICTION_REASONS[reason as usize], label);
+        }
     }
 
     #[test]

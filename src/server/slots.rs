@@ -58,6 +58,8 @@ pub(crate) struct Conn {
     /// Microseconds since the registry's epoch when the current phase began.
     since: AtomicU64,
     evicting: AtomicBool,
+    /// The phase it was in when told to go.
+    told_in: AtomicU8,
     /// Asked to close after its answer (every slot was in service when a newcomer came).
     asked: AtomicBool,
     /// Its latest answer said `Connection: close` (or HTTP/2 GOAWAY went out).
@@ -140,6 +142,7 @@ impl Slots {
             completed: AtomicBool::new(false),
             since: AtomicU64::new(0),
             evicting: AtomicBool::new(false),
+            told_in: AtomicU8::new(Phase::PreHandshake as u8),
             asked: AtomicBool::new(false),
             said_close: AtomicBool::new(false),
             evict: Notify::new(),
@@ -308,12 +311,16 @@ impl Conn {
         self.asked.store(true, Ordering::Release);
     }
 
-    /// An HTTP/1 request head is arriving, and few connections told to go are still open: it
-    /// may be answered before it closes (at most an eighth of the slots linger so, which bounds
-    /// what a churning flood of slow heads holds).
+    /// An HTTP/1 request head is arriving, to be answered before the close
+    /// ([`eviction::answers_head`]).
     pub(crate) fn reading_with_room_to_linger(&self) -> bool {
+        let (told_in, slots) = (self.told_in.load(Ordering::Acquire), &self.slots);
         self.phase() == Phase::Reading
-            && lock(&self.slots.held).leaving <= self.slots.capacity.div_ceil(8)
+            && eviction::answers_head(
+                Phase::from_u8(told_in),
+                || lock(&slots.held).leaving,
+                slots.capacity,
+            )
     }
 
     /// Its answer (or GOAWAY) says close: the end that follows is the server's, race-free.
@@ -330,6 +337,8 @@ impl Conn {
     }
 
     fn tell(&self, reason: Reason) {
+        let phase = self.phase.load(Ordering::Acquire);
+        self.told_in.store(phase, Ordering::Release);
         self.evicting.store(true, Ordering::Release);
         self.evict.notify_one();
         self.slots.gauges().evictions[reason as usize].inc();

@@ -7,7 +7,8 @@
 //! HTTP/1.1 only, as the API server speaks to a Service-referenced webhook (the shipped
 //! arguments do not offer h2). `ROLL_BENCH=1` runs the longer scenario of docs/availability.md
 //! (200 writes/s, 10 rolls, a drain, a flood of idle TLS connections, a crash) and prints its
-//! table instead of asserting; `ROLL_RATE` sets the rate, `ROLL_BINARY` another server binary.
+//! table instead of asserting; `ROLL_RATE` sets the rate, `ROLL_ROLLS` the rolls, `ROLL_FLOODS`
+//! the floods, `ROLL_BINARY` another server binary.
 
 mod balancer;
 mod load;
@@ -37,13 +38,16 @@ const NS: &str = "roll";
 /// How long after its SIGTERM a pod leaves the endpoints (the kubelet, the EndpointSlice
 /// controller and kube-proxy in turn).
 const ENDPOINT_LAG: Duration = Duration::from_secs(1);
+/// From a bench phase's start to its disruption: the writes started before it (milliseconds
+/// each) end first, so that a write counts under the disruption it met, not the phase before.
+const BOUNDARY: Duration = Duration::from_secs(1);
 /// How often terminated pods are looked at: their exit times are this precise.
 const TICK: Duration = Duration::from_millis(100);
 
 /// What one run does.
 struct Plan {
     rate: u32,
-    rolls: usize,
+    rolls: u32,
     /// Between a new pod joining the endpoints and the old one's SIGTERM (minReadySeconds).
     settle: Duration,
     /// After the last disruption: longer than --shutdown-delay, so that whatever the old pods
@@ -51,16 +55,18 @@ struct Plan {
     tail: Duration,
     /// The drain, the flood and the crash too.
     bench: bool,
+    floods: u32,
     binary: PathBuf,
 }
 
 impl Plan {
     fn from_env() -> Plan {
         let bench = std::env::var("ROLL_BENCH").is_ok_and(|v| v == "1");
-        let rate = std::env::var("ROLL_RATE").ok().and_then(|r| r.parse().ok());
+        let number = |name: &str| std::env::var(name).ok().and_then(|r| r.parse().ok());
         Plan {
-            rate: rate.unwrap_or(if bench { 200 } else { 25 }),
-            rolls: if bench { 10 } else { 2 },
+            rate: number("ROLL_RATE").unwrap_or(if bench { 200 } else { 25 }),
+            rolls: number("ROLL_ROLLS").unwrap_or(if bench { 10 } else { 2 }),
+            floods: number("ROLL_FLOODS").unwrap_or(1),
             settle: Duration::from_secs(if bench { 5 } else { 1 }),
             tail: Duration::from_secs(7),
             bench,
@@ -178,9 +184,9 @@ fn rolling_updates_under_writes_fail_no_write(env: &Env) {
     let writes = Writes::new();
     let client = runtime.block_on(load::client(&env.cluster.kubeconfig));
     let writer = runtime.spawn(load::write(client, NS, plan.rate, writes.clone()));
-    let mut phases = vec!["steady".to_owned()];
+    let mut phases = vec![("steady".to_owned(), Instant::now())];
     let mut phase = |name: String| {
-        phases.push(name);
+        phases.push((name, Instant::now()));
         writes.phase.store(phases.len() - 1, Ordering::Release);
     };
     pods.wait(Duration::from_secs(2));
@@ -200,6 +206,12 @@ fn rolling_updates_under_writes_fail_no_write(env: &Env) {
     pods.reap();
     let tallies = writes.tallies.lock().unwrap().clone();
     report(&plan, &phases, &tallies, &pods, flood_closed);
+    eprintln!("{}", balancer.watch.by_phase(&phases));
+    let failed: Vec<_> = tallies
+        .iter()
+        .flat_map(|t| t.failed_during.clone())
+        .collect();
+    eprintln!("{}", balancer.watch.around(&failed));
     let failed: u64 = tallies.iter().map(|t| t.failed).sum();
     let written: u64 = tallies.iter().map(|t| t.writes).sum();
     if !plan.bench {
@@ -260,17 +272,23 @@ fn drain_flood_crash(
     phase: &mut impl FnMut(String),
 ) -> (u64, String) {
     phase("drain".to_owned());
+    pods.wait(BOUNDARY);
     drain(pods, balancer);
     pods.wait(plan.tail);
-    phase("flood".to_owned());
-    let ca = pods.launch.ca.pem.clone();
-    let (addr, hold) = (balancer.addr, Duration::from_secs(15));
-    let flood = runtime.spawn(async move { load::flood(addr, &ca, 2_000, hold).await });
-    pods.wait(hold);
-    let closed = runtime.block_on(flood).unwrap();
-    let counters = connection_counters(&pods.serving);
-    pods.wait(Duration::from_secs(2));
+    let (mut closed, mut counters) = (0, String::new());
+    for flood in 1..=plan.floods {
+        phase(format!("flood {flood}"));
+        pods.wait(BOUNDARY);
+        let ca = pods.launch.ca.pem.clone();
+        let (addr, hold) = (balancer.flood_addr, Duration::from_secs(15));
+        let flood = runtime.spawn(async move { load::flood(addr, &ca, 2_000, hold).await });
+        pods.wait(hold);
+        closed += runtime.block_on(flood).unwrap();
+        counters = connection_counters(&pods.serving);
+        pods.wait(Duration::from_secs(2));
+    }
     phase("crash".to_owned());
+    pods.wait(BOUNDARY);
     crash(pods, balancer);
     pods.wait(plan.tail);
     (closed, counters)
@@ -328,7 +346,7 @@ fn crash(pods: &mut Pods, balancer: &Balancer) {
 
 fn report(
     plan: &Plan,
-    phases: &[String],
+    phases: &[(String, Instant)],
     tallies: &[Tally],
     pods: &Pods,
     flood_closed: Option<(u64, String)>,
@@ -340,7 +358,7 @@ fn report(
         if plan.bench { "bench" } else { "check" }
     );
     eprintln!("| phase | writes | failed | first errors |\n| --- | ---: | ---: | --- |");
-    for (name, tally) in phases
+    for ((name, _), tally) in phases
         .iter()
         .zip(tallies.iter().chain(std::iter::repeat(&Tally::default())))
     {

@@ -19,6 +19,8 @@ pub struct Tally {
     pub writes: u64,
     pub failed: u64,
     pub errors: Vec<String>,
+    /// When each failed write started and ended (for the balancer's [`super::balancer::Watch`]).
+    pub failed_during: Vec<(Instant, Instant)>,
 }
 
 /// The writers' shared state: the phase a write starting now belongs to, and the tallies.
@@ -37,7 +39,7 @@ impl Writes {
         })
     }
 
-    fn record(&self, phase: usize, outcome: Result<(), String>) {
+    fn record(&self, phase: usize, started: Instant, outcome: Result<(), String>) {
         let mut tallies = self.tallies.lock().unwrap();
         if tallies.len() <= phase {
             tallies.resize(phase + 1, Tally::default());
@@ -46,6 +48,7 @@ impl Writes {
         tally.writes += 1;
         if let Err(e) = outcome {
             tally.failed += 1;
+            tally.failed_during.push((started, Instant::now()));
             if tally.errors.len() < 5 {
                 // The API server's cause, without kube's rendering of the Status around it.
                 let cause = e.find("failed calling").map_or(e.as_str(), |at| &e[at..]);
@@ -94,9 +97,9 @@ pub async fn write(client: kube::Client, namespace: &str, rate: u32, writes: Arc
         n += 1;
         let (api, params, writes) = (api.clone(), params.clone(), writes.clone());
         tasks.spawn(async move {
-            let phase = writes.phase.load(Ordering::Acquire);
+            let (phase, started) = (writes.phase.load(Ordering::Acquire), Instant::now());
             let outcome = api.create(&params, &object).await;
-            writes.record(phase, outcome.map(drop).map_err(|e| e.to_string()));
+            writes.record(phase, started, outcome.map(drop).map_err(|e| e.to_string()));
             drop(permit);
         });
         while tasks.try_join_next().is_some() {}
