@@ -205,6 +205,25 @@ mod baseline {
             spec.insert("image".into(), json!(d::IMAGE));
         }
 
+        memcached_defaults(spec);
+        monitoring_defaults(spec);
+        if let Some(ha) = spec
+            .get_mut("highAvailability")
+            .and_then(Value::as_object_mut)
+            && unset(ha.get("antiAffinityPreset"))
+        {
+            ha.insert("antiAffinityPreset".into(), json!(d::ANTI_AFFINITY_PRESET));
+        }
+
+        if autoscaling_enabled
+            && let Some(a) = spec.get_mut("autoscaling").and_then(Value::as_object_mut)
+        {
+            autoscaling_defaults(a);
+        }
+        warnings
+    }
+
+    fn memcached_defaults(spec: &mut serde_json::Map<String, Value>) {
         let memcached = spec.entry("memcached").or_insert_with(|| json!({}));
         if memcached.is_null() {
             *memcached = json!({});
@@ -223,7 +242,9 @@ mod baseline {
                 m.insert("maxItemSize".into(), json!(d::MAX_ITEM_SIZE));
             }
         }
+    }
 
+    fn monitoring_defaults(spec: &mut serde_json::Map<String, Value>) {
         if let Some(monitoring) = spec.get_mut("monitoring").and_then(Value::as_object_mut) {
             if unset(monitoring.get("exporterImage")) {
                 monitoring.insert("exporterImage".into(), json!(d::EXPORTER_IMAGE));
@@ -243,41 +264,30 @@ mod baseline {
                 }
             }
         }
+    }
 
-        if let Some(ha) = spec
-            .get_mut("highAvailability")
-            .and_then(Value::as_object_mut)
-            && unset(ha.get("antiAffinityPreset"))
-        {
-            ha.insert("antiAffinityPreset".into(), json!(d::ANTI_AFFINITY_PRESET));
+    fn autoscaling_defaults(a: &mut serde_json::Map<String, Value>) {
+        let no_metrics = a
+            .get("metrics")
+            .is_none_or(|m| m.is_null() || m.as_array().is_some_and(Vec::is_empty));
+        if no_metrics {
+            a.insert(
+                "metrics".into(),
+                json!([{
+                    "type": "Resource",
+                    "resource": {
+                        "name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": d::CPU_UTILIZATION},
+                    },
+                }]),
+            );
         }
-
-        if autoscaling_enabled
-            && let Some(a) = spec.get_mut("autoscaling").and_then(Value::as_object_mut)
-        {
-            let no_metrics = a
-                .get("metrics")
-                .is_none_or(|m| m.is_null() || m.as_array().is_some_and(Vec::is_empty));
-            if no_metrics {
-                a.insert(
-                    "metrics".into(),
-                    json!([{
-                        "type": "Resource",
-                        "resource": {
-                            "name": "cpu",
-                            "target": {"type": "Utilization", "averageUtilization": d::CPU_UTILIZATION},
-                        },
-                    }]),
-                );
-            }
-            if unset(a.get("behavior")) {
-                a.insert(
-                    "behavior".into(),
-                    json!({"scaleDown": {"stabilizationWindowSeconds": d::SCALE_DOWN_STABILIZATION_SECONDS}}),
-                );
-            }
+        if unset(a.get("behavior")) {
+            a.insert(
+                "behavior".into(),
+                json!({"scaleDown": {"stabilizationWindowSeconds": d::SCALE_DOWN_STABILIZATION_SECONDS}}),
+            );
         }
-        warnings
     }
 }
 
