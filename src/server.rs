@@ -206,7 +206,7 @@ pub async fn serve(
     )
     .map_err(Error::Tls)?;
     let (autoscalers, watch) = watch_autoscalers(&config, &state);
-    let fd_limit = slots::raise_fd_limit();
+    let fd_limit = raise_fd_limit();
     let pre_handshake_max = config.max_pre_handshake_connections.map_or_else(
         || eviction::pre_handshake_ceiling(fd_limit, config.max_connections),
         |n| n as usize,
@@ -389,4 +389,26 @@ fn http_builder(config: &Config) -> auto::Builder<TokioExecutor> {
         .keep_alive_interval(Some(std::time::Duration::from_secs(30)))
         .keep_alive_timeout(std::time::Duration::from_secs(10));
     builder
+}
+
+/// Raises the soft open-files limit to the hard one (as Go's runtime does at startup) and
+/// returns the soft limit in force: every accepted connection is a descriptor.
+fn raise_fd_limit() -> u64 {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let current = limit.current.unwrap_or(u64::MAX);
+    if let Some(maximum) = limit.maximum
+        && maximum > current
+        && setrlimit(
+            Resource::Nofile,
+            rustix::process::Rlimit {
+                current: Some(maximum),
+                maximum: Some(maximum),
+            },
+        )
+        .is_ok()
+    {
+        return maximum;
+    }
+    current
 }

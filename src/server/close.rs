@@ -109,7 +109,8 @@ pub(crate) fn resets(reason: Reason, when: When, h2: bool) -> bool {
 /// How long a connection may stay idle before the server closes it. A keep-alive that has
 /// answered a request gets `--idle-timeout` whatever the pressure: it is longer than the
 /// apiserver's 90 s pool, so that client always closes first; under pressure `eviction` evicts
-/// idle keep-alives only after every connection that never carried a request. One that never
+/// a reused keep-alive only after every newcomer and every connection that never carried a
+/// request (one that carried a single request may go before a newcomer). One that never
 /// carried a request (a flood's, or a client's spare) gets the deadline scaled by `factor`.
 pub(crate) fn idle_deadline(configured: Duration, completed: bool, factor: f64) -> Duration {
     if completed {

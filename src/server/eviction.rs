@@ -3,14 +3,17 @@
 //! it; nothing here touches a socket.
 //!
 //! The order is by worth to the API server, as Envoy's overload manager and nginx do it, not
-//! first come first served: a connection in the middle of a review is never cut; one idle
-//! since its handshake goes first (longest idle first: a flood's), then one in its handshake
-//! (oldest first), then an idle keep-alive (longest idle first: the bottom of a LIFO pool like
-//! Go's, the least likely to be reused in the instant of its close, `close`), then one whose
-//! head is arriving (closed after its answer, `conn`). When every
-//! slot holds a review in service, the longest in service is asked to close after its answer.
-//! A connection that has sent no byte holds no slot at all; past its own ceiling the oldest
-//! such one is closed.
+//! first come first served: a connection in the middle of a review is never cut. First go the
+//! connections no client's pool keeps like this (longest first: a flood's): one idle since its
+//! handshake or with a request head arriving, for [`SLOW_REQUEST`]; a keep-alive quiet for
+//! [`ONCE_QUIET`] since its only answer; a handshake older than [`STALLED`]. Then a keep-alive
+//! that has just answered its first request, then a newcomer (a young handshake, or one just
+//! done: perhaps the API server's own dial), then a reused keep-alive (longest idle first: the
+//! bottom of a LIFO pool like Go's, the least likely to be reused in the instant of its close,
+//! `close`), last a head that has just begun (its client writing a request: answered first,
+//! `conn`). When every slot holds a review in service, the longest in service is asked to close
+//! after its answer. A connection that has sent no byte holds no slot at all; past its own
+//! ceiling the oldest such one is closed.
 
 use std::time::{Duration, Instant};
 
@@ -65,10 +68,9 @@ pub(crate) struct Candidate {
     pub phase: Phase,
     /// Requests in service: never cut while there are any.
     pub in_flight: usize,
-    /// It has answered a request: an idle keep-alive rather than an incomplete connection.
-    pub completed: bool,
-    pub accepted_us: u64,
-    /// When the current phase began.
+    /// Requests it has answered, counted up to [`Uses::Reused`].
+    pub uses: Uses,
+    /// When the current phase began (for a handshake: when it took its slot).
     pub since_us: u64,
     /// Already told to go: not chosen twice.
     pub evicting: bool,
@@ -76,35 +78,151 @@ pub(crate) struct Candidate {
     pub asked: bool,
 }
 
-/// The eviction order: `None` for a connection that is never cut to make room; otherwise lower
-/// goes first (idle since its handshake, handshaking, idle keep-alives, a head arriving; in
-/// each, the earlier time). A keep-alive goes after handshakes: under a flood those are the
-/// flood's, and closing a keep-alive may meet a request its client is writing (`close`).
-fn rank(c: &Candidate) -> Option<(u8, u64, Reason)> {
+/// How many requests a connection has answered, as far as the policy tells them apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Uses {
+    None,
+    Once,
+    /// Twice or more: reused, as a client's pool reuses its connections.
+    Reused,
+}
+
+impl Uses {
+    pub(crate) fn from_u8(v: u8) -> Uses {
+        match v {
+            0 => Uses::None,
+            1 => Uses::Once,
+            _ => Uses::Reused,
+        }
+    }
+}
+
+/// How long a client that means to send a request may leave a slot waiting for it before the
+/// connection ranks with a flood's: from its handshake to its first request, and from a head's
+/// first byte to its last. A client writes its request right after its handshake (the API
+/// server's parked dials aside: they wait here after this), and a head in one go; its segments
+/// arrive within a round trip. Closing a head is gentle anyway: it is answered first if it
+/// arrives within 1 s (`conn`).
+pub(crate) const SLOW_REQUEST: Duration = Duration::from_millis(50);
+
+/// How long a keep-alive that carried one request may stay quiet before it ranks with a
+/// flood's connections. Go's pool hands out its most recently returned connection first: a
+/// connection just answered is the likeliest to carry the next request, one quiet this long
+/// while its client ([`victim`] cannot see which) sent nothing more is not.
+pub(crate) const ONCE_QUIET: Duration = Duration::from_millis(250);
+
+/// How old a TLS handshake in a slot may be before it counts as stalled: a client's takes a
+/// round trip and some CPU; a handshake this old is waiting on its client, not on the server.
+pub(crate) const STALLED: Duration = Duration::from_secs(1);
+
+/// Where a connection stands in the eviction order, by what it is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Class {
+    /// Idle since its handshake, or a head arriving, for [`SLOW_REQUEST`].
+    Spent,
+    /// Quiet for [`ONCE_QUIET`] since its only answer.
+    OnceQuiet,
+    /// A handshake older than [`STALLED`].
+    Stalled,
+    /// Its only answer just given.
+    OnceFresh,
+    /// A young handshake, or one just done.
+    Newcomer,
+    /// Idle after its second answer or later.
+    Reused,
+    /// A head that has just begun.
+    FreshHead,
+}
+
+/// The order, lowest first, while newcomers are few, and while they hold half the slots. A
+/// newcomer is worth more than a keep-alive that answered once: a client that dials per request
+/// (or the API server's new dial) must get in under a flood that sends one review per
+/// connection, and a cut handshake fails its request for sure while a reset keep-alive costs
+/// one only if its client takes it in the reset's flight. But when newcomers hold half the
+/// slots, they are a flood of handshakes: then they give way to one another (oldest first) and
+/// a pool's connections are kept, as they are before a reused keep-alive always. Closing a
+/// keep-alive may meet a request its client is writing (`close`).
+const FEW: [Class; 7] = [
+    Class::Spent,
+    Class::OnceQuiet,
+    Class::Stalled,
+    Class::OnceFresh,
+    Class::Newcomer,
+    Class::Reused,
+    Class::FreshHead,
+];
+const CROWD: [Class; 7] = [
+    Class::Spent,
+    Class::Stalled,
+    Class::Newcomer,
+    Class::OnceQuiet,
+    Class::OnceFresh,
+    Class::Reused,
+    Class::FreshHead,
+];
+
+/// The class at `now_us`: `None` for a connection that is never cut to make room.
+fn class(c: &Candidate, now_us: u64) -> Option<Class> {
     if c.evicting || c.in_flight > 0 {
         return None;
     }
-    match c.phase {
-        Phase::Busy | Phase::PreHandshake => None,
-        Phase::Idle if !c.completed => Some((0, c.since_us, Reason::Incomplete)),
-        Phase::Handshaking => Some((1, c.accepted_us, Reason::Incomplete)),
-        Phase::Idle => Some((2, c.since_us, Reason::Idle)),
+    let age = Duration::from_micros(now_us.saturating_sub(c.since_us));
+    Some(match (c.phase, c.uses) {
+        (Phase::Busy | Phase::PreHandshake, _) => return None,
+        (Phase::Idle, Uses::None) | (Phase::Reading, _) if age >= SLOW_REQUEST => Class::Spent,
+        (Phase::Idle, Uses::Once) if age >= ONCE_QUIET => Class::OnceQuiet,
+        (Phase::Handshaking, _) if age >= STALLED => Class::Stalled,
+        (Phase::Idle, Uses::Once) => Class::OnceFresh,
+        (Phase::Handshaking, _) | (Phase::Idle, Uses::None) => Class::Newcomer,
+        (Phase::Idle, Uses::Reused) => Class::Reused,
         // Most likely its client writing a request now: last, as old as the head.
-        Phase::Reading => Some((3, c.since_us, Reason::Incomplete)),
-    }
+        (Phase::Reading, _) => Class::FreshHead,
+    })
+}
+
+fn tier(order: &[Class; 7], class: Class) -> usize {
+    order
+        .iter()
+        .position(|&c| c == class)
+        .unwrap_or(order.len())
 }
 
 /// The connection to close so a new one gets a slot, and why; `None` when every slot holds a
 /// request in service (or one already closing), and the newcomer must wait. Of two ranked
 /// alike, the first given goes (`slots` gives them in the order they were accepted).
-pub(crate) fn victim<K>(
+pub(crate) fn victim<K: Clone>(
     candidates: impl IntoIterator<Item = (K, Candidate)>,
+    now_us: u64,
 ) -> Option<(K, Reason)> {
-    candidates
-        .into_iter()
-        .filter_map(|(k, c)| rank(&c).map(|r| (k, r)))
-        .min_by_key(|(_, (tier, at, _))| (*tier, *at))
-        .map(|(k, (_, _, reason))| (k, reason))
+    type Best<K> = Option<((usize, u64), K, Reason)>;
+    fn keep<K>(best: &mut Best<K>, key: (usize, u64), k: K, reason: Reason) {
+        if best.as_ref().is_none_or(|(b, _, _)| key < *b) {
+            *best = Some((key, k, reason));
+        }
+    }
+    let (mut few, mut crowd): (Best<K>, Best<K>) = (None, None);
+    let (mut slots, mut newcomers) = (0usize, 0usize);
+    for (k, c) in candidates {
+        slots += usize::from(c.phase != Phase::PreHandshake && !c.evicting);
+        let Some(class) = class(&c, now_us) else {
+            continue;
+        };
+        newcomers += usize::from(class == Class::Newcomer);
+        let reason = if c.phase == Phase::Idle && c.uses != Uses::None {
+            Reason::Idle
+        } else {
+            Reason::Incomplete
+        };
+        keep(
+            &mut crowd,
+            (tier(&CROWD, class), c.since_us),
+            k.clone(),
+            reason,
+        );
+        keep(&mut few, (tier(&FEW, class), c.since_us), k, reason);
+    }
+    let best = if newcomers * 2 >= slots { crowd } else { few };
+    best.map(|(_, k, reason)| (k, reason))
 }
 
 /// When [`victim`] found none: the connection to ask to close after its answer (its slot frees
@@ -240,178 +358,4 @@ impl Episode {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn conn(phase: Phase, completed: bool, accepted_us: u64, since_us: u64) -> Candidate {
-        Candidate {
-            phase,
-            in_flight: usize::from(phase == Phase::Busy),
-            completed,
-            accepted_us,
-            since_us,
-            evicting: false,
-            asked: false,
-        }
-    }
-
-    #[test]
-    fn a_connection_that_never_carried_a_request_goes_before_a_keep_alive() {
-        let slots = [
-            ("idle since 20", conn(Phase::Idle, true, 30, 20)),
-            ("handshaking", conn(Phase::Handshaking, false, 10, 10)),
-            ("never used", conn(Phase::Idle, false, 35, 36)),
-            ("never used, newer", conn(Phase::Idle, false, 5, 40)),
-            ("busy", conn(Phase::Busy, true, 0, 0)),
-        ];
-        assert_eq!(victim(slots), Some(("never used", Reason::Incomplete)));
-    }
-
-    #[test]
-    fn then_the_longest_idle_keep_alive() {
-        let slots = [
-            ("idle since 50", conn(Phase::Idle, true, 2, 50)),
-            ("idle since 20", conn(Phase::Idle, true, 30, 20)),
-            ("next head arriving", conn(Phase::Reading, true, 1, 10)),
-            ("busy", conn(Phase::Busy, true, 0, 0)),
-        ];
-        assert_eq!(victim(slots), Some(("idle since 20", Reason::Idle)));
-    }
-
-    #[test]
-    fn of_two_ranked_alike_the_first_given_goes() {
-        let slots = [
-            ("accepted first", conn(Phase::Idle, true, 1, 70)),
-            ("accepted second", conn(Phase::Idle, true, 2, 70)),
-        ];
-        assert_eq!(victim(slots), Some(("accepted first", Reason::Idle)));
-    }
-
-    #[test]
-    fn a_handshake_before_a_keep_alive_and_a_head_arriving_last() {
-        let slots = [
-            ("slow head", conn(Phase::Reading, false, 10, 11)),
-            ("handshaking", conn(Phase::Handshaking, false, 20, 20)),
-            ("idle", conn(Phase::Idle, true, 30, 30)),
-        ];
-        assert_eq!(victim(slots), Some(("handshaking", Reason::Incomplete)));
-        let slots = [
-            ("slow head", conn(Phase::Reading, false, 10, 11)),
-            ("idle", conn(Phase::Idle, true, 30, 30)),
-        ];
-        assert_eq!(victim(slots), Some(("idle", Reason::Idle)));
-        // Of two heads arriving, the one arriving longest, whether first or next.
-        let slots = [
-            ("first head", conn(Phase::Reading, false, 1, 50)),
-            ("next head", conn(Phase::Reading, true, 0, 5)),
-        ];
-        assert_eq!(victim(slots), Some(("next head", Reason::Incomplete)));
-    }
-
-    #[test]
-    fn a_head_that_began_after_its_connection_was_chosen_is_answered_whatever_lingers() {
-        let (capacity, few, many) = (256, || 32, || 33);
-        assert!(
-            answers_head(Phase::Idle, many, capacity),
-            "chosen idle: the race"
-        );
-        assert!(answers_head(Phase::Reading, few, capacity));
-        assert!(
-            !answers_head(Phase::Reading, many, capacity),
-            "chosen mid-head, with an eighth of the slots lingering"
-        );
-    }
-
-    #[test]
-    fn with_every_slot_in_service_the_longest_in_service_is_asked_once() {
-        let mut asked = conn(Phase::Busy, true, 0, 1);
-        asked.asked = true;
-        let slots = [
-            ("since 30", conn(Phase::Busy, true, 1, 30)),
-            ("asked", asked),
-            ("since 10", conn(Phase::Busy, false, 2, 10)),
-            ("idle", conn(Phase::Idle, true, 3, 5)),
-        ];
-        assert_eq!(close_after_answer(slots), Some("since 10"));
-        assert_eq!(close_after_answer([("asked", asked)]), None);
-    }
-
-    #[test]
-    fn a_request_in_service_is_never_cut_and_no_one_is_told_twice() {
-        let mut idle_with_stream = conn(Phase::Idle, true, 0, 0);
-        idle_with_stream.in_flight = 1; // an HTTP/2 stream racing the phase change
-        let mut closing = conn(Phase::Idle, true, 0, 0);
-        closing.evicting = true;
-        let slots = [
-            (1, conn(Phase::Busy, false, 0, 0)),
-            (2, idle_with_stream),
-            (3, closing),
-        ];
-        assert_eq!(victim(slots), None);
-        assert_eq!(victim(Vec::<(u8, Candidate)>::new()), None);
-    }
-
-    #[test]
-    fn reasons_index_the_metric_s_labels() {
-        use Reason::*;
-        for reason in [Idle, Incomplete, PreHandshake, Busy] {
-            // A match: a new reason cannot go without its label.
-            let label = match reason {
-                Idle => "idle",
-                Incomplete => "incomplete",
-                PreHandshake => "pre_handshake",
-                Busy => "busy",
-            };
-            assert_eq!(crate::metrics::EVICTION_REASONS[reason as usize], label);
-        }
-    }
-
-    #[test]
-    fn deadlines_shrink_with_occupancy_and_come_back() {
-        let handshake = Duration::from_secs(10);
-        assert_eq!(scaled(handshake, factor(0.0)), handshake);
-        assert_eq!(scaled(handshake, factor(SHRINK_FROM)), handshake);
-        let at_75 = scaled(handshake, factor(0.75));
-        assert!(
-            at_75 < handshake && at_75 > Duration::from_secs(1),
-            "{at_75:?}"
-        );
-        assert_eq!(scaled(handshake, factor(1.0)), Duration::from_secs(1));
-        assert_eq!(
-            scaled(Duration::from_secs(120), factor(1.0)),
-            Duration::from_secs(12)
-        );
-        // Falling occupancy gives the configured value back.
-        assert_eq!(scaled(handshake, factor(0.2)), handshake);
-        // Never below the floor, nor above what was configured when that is lower.
-        assert_eq!(scaled(Duration::from_secs(2), factor(1.0)), FLOOR);
-        let short = Duration::from_millis(300);
-        assert_eq!(scaled(short, factor(1.0)), short);
-        assert!(factor(0.9) < factor(0.6));
-    }
-
-    #[test]
-    fn the_pre_handshake_ceiling_follows_the_descriptor_limit() {
-        assert_eq!(pre_handshake_ceiling(1024, 256), 1024 - 256 - 64);
-        assert_eq!(pre_handshake_ceiling(1 << 20, 256), 8_192);
-        assert_eq!(pre_handshake_ceiling(100, 256), 1);
-    }
-
-    #[test]
-    fn an_episode_counts_seconds_to_its_last_shortage_and_ends_after_a_quiet_spell() {
-        let t0 = Instant::now();
-        let s = |n: u64| t0 + Duration::from_secs(n);
-        let mut e = Episode::new(t0);
-        assert!(e.short(s(1)), "the first shortage starts an episode");
-        assert!(!e.short(s(3)), "later ones do not start another");
-        let tick = e.tick(s(4));
-        assert_eq!((tick.seconds, tick.ended), (2.0, None));
-        assert!(!e.short(s(5)));
-        let tick = e.tick(s(6));
-        assert_eq!((tick.seconds, tick.ended), (2.0, None));
-        let tick = e.tick(s(5) + QUIET);
-        assert_eq!(tick.seconds, 0.0);
-        assert_eq!(tick.ended, Some(Duration::from_secs(4)));
-        assert!(e.short(s(30)), "a new shortage starts a new episode");
-    }
-}
+mod tests;

@@ -50,11 +50,11 @@ struct Held {
 /// One connection's state, shared by its task, its I/O wrapper and the registry.
 pub(crate) struct Conn {
     id: u64,
-    accepted_us: u64,
     phase: AtomicU8,
     /// Requests in service.
     in_flight: AtomicUsize,
-    completed: AtomicBool,
+    /// Requests answered, counted up to two (`eviction::Uses`).
+    uses: AtomicU8,
     /// Microseconds since the registry's epoch when the current phase began.
     since: AtomicU64,
     evicting: AtomicBool,
@@ -72,28 +72,6 @@ pub(crate) struct Conn {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Raises the soft open-files limit to the hard one (as Go's runtime does at startup) and
-/// returns the soft limit in force: every accepted connection is a descriptor.
-pub(crate) fn raise_fd_limit() -> u64 {
-    use rustix::process::{Resource, getrlimit, setrlimit};
-    let limit = getrlimit(Resource::Nofile);
-    let current = limit.current.unwrap_or(u64::MAX);
-    if let Some(maximum) = limit.maximum
-        && maximum > current
-        && setrlimit(
-            Resource::Nofile,
-            rustix::process::Rlimit {
-                current: Some(maximum),
-                maximum: Some(maximum),
-            },
-        )
-        .is_ok()
-    {
-        return maximum;
-    }
-    current
 }
 
 impl Slots {
@@ -136,10 +114,9 @@ impl Slots {
     pub(crate) fn accepted(self: &Arc<Self>) -> (Ticket, f64) {
         let conn = Arc::new(Conn {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
-            accepted_us: self.now_us(),
             phase: AtomicU8::new(Phase::PreHandshake as u8),
             in_flight: AtomicUsize::new(0),
-            completed: AtomicBool::new(false),
+            uses: AtomicU8::new(0),
             since: AtomicU64::new(0),
             evicting: AtomicBool::new(false),
             told_in: AtomicU8::new(Phase::PreHandshake as u8),
@@ -195,7 +172,8 @@ impl Slots {
                 let mut evicted = false;
                 let mut room = held.conns.len() - held.leaving < self.capacity;
                 if !room {
-                    let chosen = eviction::victim(held.conns.values().map(|c| (c, c.candidate())))
+                    let candidates = held.conns.values().map(|c| (c, c.candidate()));
+                    let chosen = eviction::victim(candidates, self.now_us())
                         .map(|(c, reason)| (c.clone(), reason));
                     if let Some((victim, reason)) = chosen {
                         victim.tell(reason);
@@ -226,6 +204,7 @@ impl Slots {
                 self.short();
             }
             if taken {
+                conn.since.store(conn.now_us(), Ordering::Release);
                 conn.enter(Phase::Handshaking);
                 return Some(());
             }
@@ -282,8 +261,7 @@ impl Conn {
         Candidate {
             phase: self.phase(),
             in_flight: self.in_flight.load(Ordering::Acquire),
-            completed: self.completed.load(Ordering::Acquire),
-            accepted_us: self.accepted_us,
+            uses: eviction::Uses::from_u8(self.uses.load(Ordering::Acquire)),
             since_us: self.since.load(Ordering::Acquire),
             evicting: self.evicting.load(Ordering::Acquire),
             asked: self.asked.load(Ordering::Acquire),
@@ -408,7 +386,12 @@ impl Conn {
     /// (after the answer) rather than a cut.
     pub(crate) fn worth_keeping(&self) -> bool {
         self.in_flight.load(Ordering::Acquire) > 0
-            || (self.phase() == Phase::Idle && self.completed.load(Ordering::Acquire))
+            || (self.phase() == Phase::Idle && self.completed())
+    }
+
+    /// It has answered a request: an idle keep-alive rather than an incomplete connection.
+    fn completed(&self) -> bool {
+        self.uses.load(Ordering::Acquire) > 0
     }
 
     pub(crate) fn in_service(&self) -> bool {
@@ -436,11 +419,8 @@ impl Conn {
             Phase::Reading => {
                 (elapsed >= eviction::scaled(headers, factor)).then_some(HeaderTimeout)
             }
-            Phase::Idle => {
-                let completed = self.completed.load(Ordering::Acquire);
-                (elapsed >= super::close::idle_deadline(idle, completed, factor))
-                    .then_some(IdleTimeout)
-            }
+            Phase::Idle => (elapsed >= super::close::idle_deadline(idle, self.completed(), factor))
+                .then_some(IdleTimeout),
             _ => None,
         }
     }
@@ -463,7 +443,11 @@ impl Drop for Busy {
     fn drop(&mut self) {
         let conn = &self.0;
         conn.since.store(conn.now_us(), Ordering::Release);
-        conn.completed.store(true, Ordering::Release);
+        let _ = conn
+            .uses
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < 2).then_some(n + 1)
+            });
         if conn.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
             conn.enter(Phase::Idle);
         }
