@@ -125,11 +125,11 @@ pub struct Config {
 
     /// Connections past their TLS handshake's first bytes at most (a slot each: TLS and HTTP
     /// buffers, about 22 KiB when idle). A newcomer that finds them all taken closes the one
-    /// least worth keeping: a flood's first (idle since its handshake, a head slow to arrive, a
-    /// keep-alive quiet since its one answer), then a newcomer's handshake (first of all when
-    /// newcomers hold half the slots), then a reused keep-alive, longest idle first. A request
-    /// in service is never cut (docs/availability.md). From half the slots taken, the header
-    /// deadline and a never-used connection's idle deadline shrink.
+    /// least worth keeping: a flood's first (unused since its handshake, or a head slow to
+    /// arrive), then a keep-alive that answered one request, then a newcomer (before any
+    /// keep-alive when newcomers hold half the slots), then a reused keep-alive, longest idle
+    /// first. A request in service is never cut (docs/availability.md). From half the slots
+    /// taken, the header deadline and a never-used connection's idle deadline shrink.
     #[arg(long, default_value_t = 256, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
 

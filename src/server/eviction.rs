@@ -5,15 +5,15 @@
 //! The order is by worth to the API server, as Envoy's overload manager and nginx do it, not
 //! first come first served: a connection in the middle of a review is never cut. First go the
 //! connections no client's pool keeps like this (longest first: a flood's): one idle since its
-//! handshake or with a request head arriving, for [`SLOW_REQUEST`]; a keep-alive quiet for
-//! [`ONCE_QUIET`] since its only answer; a handshake older than [`STALLED`]. Then a keep-alive
-//! that has just answered its first request, then a newcomer (a young handshake, or one just
-//! done: perhaps the API server's own dial), then a reused keep-alive (longest idle first: the
+//! handshake or with a request head arriving, for [`SLOW_REQUEST`]. Then a keep-alive that
+//! answered a single request (a flood that sends one review per connection), then a newcomer (one just done with its handshake, then one in it, oldest first:
+//! perhaps the API server's own dial), then a reused keep-alive (longest idle first: the
 //! bottom of a LIFO pool like Go's, the least likely to be reused in the instant of its close,
 //! `close`), last a head that has just begun (its client writing a request: answered first,
-//! `conn`). When every slot holds a review in service, the longest in service is asked to close
-//! after its answer. A connection that has sent no byte holds no slot at all; past its own
-//! ceiling the oldest such one is closed.
+//! `conn`). While newcomers hold half the slots, they go before every keep-alive. When every
+//! slot holds a review in service, the longest in service is asked to close after its answer.
+//! A connection that has sent no byte holds no slot at all; past its own ceiling the oldest
+//! such one is closed.
 
 use std::time::{Duration, Instant};
 
@@ -105,29 +105,17 @@ impl Uses {
 /// arrives within 1 s (`conn`).
 pub(crate) const SLOW_REQUEST: Duration = Duration::from_millis(50);
 
-/// How long a keep-alive that carried one request may stay quiet before it ranks with a
-/// flood's connections. Go's pool hands out its most recently returned connection first: a
-/// connection just answered is the likeliest to carry the next request, one quiet this long
-/// while its client ([`victim`] cannot see which) sent nothing more is not.
-pub(crate) const ONCE_QUIET: Duration = Duration::from_millis(250);
-
-/// How old a TLS handshake in a slot may be before it counts as stalled: a client's takes a
-/// round trip and some CPU; a handshake this old is waiting on its client, not on the server.
-pub(crate) const STALLED: Duration = Duration::from_secs(1);
-
 /// Where a connection stands in the eviction order, by what it is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Class {
     /// Idle since its handshake, or a head arriving, for [`SLOW_REQUEST`].
     Spent,
-    /// Quiet for [`ONCE_QUIET`] since its only answer.
-    OnceQuiet,
-    /// A handshake older than [`STALLED`].
-    Stalled,
-    /// Its only answer just given.
-    OnceFresh,
-    /// A young handshake, or one just done.
-    Newcomer,
+    /// Idle after its only answer.
+    Once,
+    /// Unused since its handshake, for less than [`SLOW_REQUEST`]: its request is due.
+    Unused,
+    /// In its TLS handshake.
+    Handshake,
     /// Idle after its second answer or later.
     Reused,
     /// A head that has just begun.
@@ -137,26 +125,27 @@ enum Class {
 /// The order, lowest first, while newcomers are few, and while they hold half the slots. A
 /// newcomer is worth more than a keep-alive that answered once: a client that dials per request
 /// (or the API server's new dial) must get in under a flood that sends one review per
-/// connection, and a cut handshake fails its request for sure while a reset keep-alive costs
-/// one only if its client takes it in the reset's flight. But when newcomers hold half the
-/// slots, they are a flood of handshakes: then they give way to one another (oldest first) and
-/// a pool's connections are kept, as they are before a reused keep-alive always. Closing a
-/// keep-alive may meet a request its client is writing (`close`).
-const FEW: [Class; 7] = [
+/// connection, and a cut handshake fails its request for sure (its client may have sent its
+/// request with its last handshake bytes) while a reset keep-alive costs one only if its client
+/// takes it in the reset's flight. But when newcomers hold half the slots, they are a flood of
+/// handshakes: then they give way to one another and a pool's connections are kept, as they are
+/// before a reused keep-alive always. Closing a keep-alive may meet a request its client is
+/// writing (`close`). Of newcomers, one done with its handshake goes before one in it: a
+/// client's request follows at once, and under a flood of handshakes the API server's own
+/// dials are among those in it, however long the starved server takes over them.
+const FEW: [Class; 6] = [
     Class::Spent,
-    Class::OnceQuiet,
-    Class::Stalled,
-    Class::OnceFresh,
-    Class::Newcomer,
+    Class::Once,
+    Class::Unused,
+    Class::Handshake,
     Class::Reused,
     Class::FreshHead,
 ];
-const CROWD: [Class; 7] = [
+const CROWD: [Class; 6] = [
     Class::Spent,
-    Class::Stalled,
-    Class::Newcomer,
-    Class::OnceQuiet,
-    Class::OnceFresh,
+    Class::Unused,
+    Class::Handshake,
+    Class::Once,
     Class::Reused,
     Class::FreshHead,
 ];
@@ -170,17 +159,16 @@ fn class(c: &Candidate, now_us: u64) -> Option<Class> {
     Some(match (c.phase, c.uses) {
         (Phase::Busy | Phase::PreHandshake, _) => return None,
         (Phase::Idle, Uses::None) | (Phase::Reading, _) if age >= SLOW_REQUEST => Class::Spent,
-        (Phase::Idle, Uses::Once) if age >= ONCE_QUIET => Class::OnceQuiet,
-        (Phase::Handshaking, _) if age >= STALLED => Class::Stalled,
-        (Phase::Idle, Uses::Once) => Class::OnceFresh,
-        (Phase::Handshaking, _) | (Phase::Idle, Uses::None) => Class::Newcomer,
+        (Phase::Idle, Uses::Once) => Class::Once,
+        (Phase::Idle, Uses::None) => Class::Unused,
+        (Phase::Handshaking, _) => Class::Handshake,
         (Phase::Idle, Uses::Reused) => Class::Reused,
         // Most likely its client writing a request now: last, as old as the head.
         (Phase::Reading, _) => Class::FreshHead,
     })
 }
 
-fn tier(order: &[Class; 7], class: Class) -> usize {
+fn tier(order: &[Class; 6], class: Class) -> usize {
     order
         .iter()
         .position(|&c| c == class)
@@ -207,7 +195,7 @@ pub(crate) fn victim<K: Clone>(
         let Some(class) = class(&c, now_us) else {
             continue;
         };
-        newcomers += usize::from(class == Class::Newcomer);
+        newcomers += usize::from(matches!(class, Class::Unused | Class::Handshake));
         let reason = if c.phase == Phase::Idle && c.uses != Uses::None {
             Reason::Idle
         } else {

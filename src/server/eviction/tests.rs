@@ -2,7 +2,7 @@
 
 use super::*;
 
-/// The tests' clock: times are microseconds before it, so `ago(ONCE_QUIET)` is just old enough.
+/// The tests' clock: times are microseconds before it, so `ago(SLOW_REQUEST)` is just old enough.
 const NOW: u64 = 100_000_000;
 
 fn ago(d: Duration) -> u64 {
@@ -61,12 +61,12 @@ fn a_floods_connections_go_first_then_newcomers_then_a_pools() {
             conn(IDLE, Uses::Once, ago(ms(100))),
         ),
         (
-            "stalled handshake",
-            conn(Handshaking, Uses::None, ago(STALLED)),
+            "handshake 3 s",
+            conn(Handshaking, Uses::None, ago(ms(3_000))),
         ),
         (
-            "answered once, quiet",
-            conn(IDLE, Uses::Once, ago(ONCE_QUIET)),
+            "answered once, 250 ms",
+            conn(IDLE, Uses::Once, ago(ms(250))),
         ),
         (
             "answered once, quiet 5 s",
@@ -81,11 +81,11 @@ fn a_floods_connections_go_first_then_newcomers_then_a_pools() {
         ("never used, 400 ms", Incomplete),
         ("slow head", Incomplete),
         ("answered once, quiet 5 s", Reason::Idle),
-        ("answered once, quiet", Reason::Idle),
-        ("stalled handshake", Incomplete),
+        ("answered once, 250 ms", Reason::Idle),
         ("answered once 100 ms ago", Reason::Idle),
-        ("handshake 900 ms", Incomplete),
         ("never used, 20 ms", Incomplete),
+        ("handshake 3 s", Incomplete),
+        ("handshake 900 ms", Incomplete),
         ("handshake 5 ms", Incomplete),
         ("reused, idle 60 s", Reason::Idle),
         ("reused, idle 50 ms", Reason::Idle),
@@ -103,24 +103,20 @@ fn first_of(slots: Vec<(&'static str, Candidate)>) -> &'static str {
 }
 
 #[test]
-fn each_threshold_is_where_a_connection_changes_rank() {
-    use Phase::{Handshaking, Idle, Reading};
-    let just_under = |d: Duration| ago(d - Duration::from_micros(1));
+fn slow_request_is_where_a_head_or_an_unused_connection_changes_rank() {
+    use Phase::{Idle, Reading};
+    let just_under = ago(SLOW_REQUEST - Duration::from_micros(1));
     let reused = conn(Idle, Uses::Reused, ago(ms(60_000)));
-    let fresh = conn(Idle, Uses::Once, ago(ms(1)));
-    let stalled = conn(Handshaking, Uses::None, ago(ms(10_000)));
-    // Who crosses which threshold, and whom it then passes (who goes first just under it).
-    let (never, once) = (Uses::None, Uses::Once);
+    let answered = conn(Idle, Uses::Once, ago(ms(1)));
+    // Who waits for a request, and whom it passes once it has waited SLOW_REQUEST.
     let cases = [
-        ("a head arriving", Reading, never, SLOW_REQUEST, reused),
-        ("unused", Idle, never, SLOW_REQUEST, fresh),
-        ("answered, quiet", Idle, once, ONCE_QUIET, stalled),
-        ("a handshake", Handshaking, never, STALLED, fresh),
+        ("a head arriving", Reading, reused),
+        ("unused", Idle, answered),
     ];
-    for (what, phase, uses, threshold, other) in cases {
-        let slots = |since| vec![("other", other), (what, conn(phase, uses, since))];
-        assert_eq!(first_of(slots(just_under(threshold))), "other", "{what}");
-        assert_eq!(first_of(slots(ago(threshold))), what, "{what}");
+    for (what, phase, other) in cases {
+        let slots = |since| vec![("other", other), (what, conn(phase, Uses::None, since))];
+        assert_eq!(first_of(slots(just_under)), "other", "{what}");
+        assert_eq!(first_of(slots(ago(SLOW_REQUEST))), what, "{what}");
     }
 }
 
@@ -140,6 +136,10 @@ fn newcomers_holding_half_the_slots_give_way_to_one_another_not_to_a_pool() {
     // Two in four: a flood of handshakes, the oldest of which goes.
     slots[3] = newcomer("newer newcomer", 5);
     assert_eq!(first(&slots), Some(("older newcomer", Reason::Incomplete)));
+    // Of newcomers, one done with its handshake goes before one in it, however old.
+    let mut with_done = slots.clone();
+    with_done[3] = ("done, silent", conn(Idle, Uses::None, ago(ms(1))));
+    assert_eq!(first(&with_done).map(|v| v.0), Some("done, silent"));
     // Two in five: few again; unless the fifth is on its way out, no slot to weigh.
     let mut fifth = conn(Busy, Uses::Reused, 0);
     slots.push(("fifth", fifth));
