@@ -202,6 +202,11 @@ impl Shared {
     ) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
         let timeout = self.limits.handshake;
         let tls = tokio::select! {
+            // The handshake first: a client whose last handshake bytes have arrived has finished
+            // on its side and may have sent its request with them (Go does), so a connection told
+            // to go as they arrive completes its handshake and is answered (`on_evict`), not cut.
+            // The eviction's notification is not lost: a dropped `Notified` passes it on.
+            biased;
             tls = tokio::time::timeout(timeout, self.acceptor.accept(tcp)) => tls,
             () = conn.evict.notified() => {
                 tracing::debug!(%peer, "closed in its handshake to make room");
