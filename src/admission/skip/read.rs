@@ -39,14 +39,14 @@ struct Open {
     object: bool,
     /// Where it stands in [`STEPS`] when it is on the way down a path of
     /// [`SKIPPED`](super::SKIPPED).
-    step: Option<usize>,
+    step: Option<u8>,
 }
 
 /// Which `oldObject` the envelope reads (the last one that is not null, in the last `request`
 /// at the root) and the one skipped: they must be the same one.
 struct OldObject {
     /// Where `request` stands in [`STEPS`].
-    request: Option<usize>,
+    request: Option<u8>,
     /// The last skipped one's bytes, brackets included.
     range: Option<Range<usize>>,
     skipped: usize,
@@ -201,7 +201,7 @@ fn member<'i>(
     stack: &[Open],
     old: &mut OldObject,
     nodes: &mut Vec<Node<'i>>,
-) -> Option<(usize, Option<Option<usize>>)> {
+) -> Option<(usize, Option<Option<u8>>)> {
     if text.get(at) != Some(&b'"') {
         return None;
     }
@@ -213,7 +213,9 @@ fn member<'i>(
     }
     let at = whitespace(text, colon + 1);
     let open = stack[stack.len() - 1];
-    let found = open.step.and_then(|node| STEPS[node].find(key));
+    let found = open
+        .step
+        .and_then(|node| STEPS[usize::from(node)].find(key));
     // The envelope's `oldObject`: each `request` at the root starts over, and one that is not
     // null replaces the one before.
     if stack.len() == 1 && key == "request" {
@@ -253,7 +255,7 @@ fn open(
     depth: &mut usize,
     nodes: &mut Vec<Node<'_>>,
     object: bool,
-    step: Option<usize>,
+    step: Option<u8>,
 ) -> Option<()> {
     *stack.get_mut(*depth)? = Open {
         node: nodes.len(),

@@ -81,7 +81,12 @@ fn scan(
         };
         let masks = classify(block);
         ascii &= masks.non_ascii == 0;
-        let escaped = escaped(masks.backslash, &mut escape_carry);
+        // Most blocks hold no backslash and follow none: nothing in them is escaped.
+        let escaped = if masks.backslash == 0 && !escape_carry {
+            0
+        } else {
+            escaped(masks.backslash, &mut escape_carry)
+        };
         let quotes = masks.quote & !escaped;
         // Bits from each opening quote up to its closing one: the inside of strings.
         let inside = prefix(quotes) ^ in_string;
