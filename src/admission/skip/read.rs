@@ -16,7 +16,7 @@ use std::ops::Range;
 
 use simd_json::{Node, StaticNode};
 
-use super::scan::{self, Strings};
+use super::scan::Strings;
 use super::{OLD_OBJECT, STEPS};
 
 /// Deeper than this, the reader declines: a Memcached review nests about ten levels.
@@ -230,7 +230,7 @@ fn member<'i>(
     };
     match found.last {
         Some(path) if matches!(text.get(at), Some(b'{' | b'[')) => {
-            let close = scan::value_end(text, at)?;
+            let close = strings.value_end(text, at)?;
             nodes.push(if text[at] == b'{' {
                 Node::Object { len: 0, count: 0 }
             } else {
@@ -322,6 +322,7 @@ fn literal<'i>(
 
 /// An integer of at most 18 digits, as simd-json reads it: `U64` when positive, `I64` when
 /// negative. Anything else is declined.
+#[inline(always)]
 fn number(text: &[u8], at: usize, nodes: &mut Vec<Node<'_>>) -> Option<usize> {
     let negative = text[at] == b'-';
     let digits = at + usize::from(negative);
