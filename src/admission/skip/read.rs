@@ -213,9 +213,11 @@ fn member<'i>(
     }
     let at = whitespace(text, colon + 1);
     let open = stack[stack.len() - 1];
-    let found = open
-        .step
-        .and_then(|node| STEPS[usize::from(node)].find(key));
+    // A `match`, not `and_then`: its closure was called, not inlined.
+    let found = match open.step {
+        Some(node) => STEPS[usize::from(node)].find(key),
+        None => None,
+    };
     // The envelope's `oldObject`: each `request` at the root starts over, and one that is not
     // null replaces the one before.
     if stack.len() == 1 && key == "request" {
