@@ -30,22 +30,19 @@ use gungraun::{
 use memcached_webhook::admission::{BadReview, Review, Verdict, Webhook};
 use memcached_webhook::autoscalers::{Autoscalers, Controller, Kind, Object, Sync};
 
-/// `Ir` ceilings: the count on 2026-12-06 (x86_64, AVX2) plus 10 %, rounded up to 50, measured
+/// `Ir` ceilings: the count on 2026-12-07 (x86_64, AVX2) plus 10 %, rounded up to 50, measured
 /// on the server's entry for a body in one frame (`Review::answer_in_place`): typical CREATE
-/// 17,250, the 5.6 KB `kubectl apply` CREATE 33,228, UPDATE 22,589 (mutate) and 22,196
-/// (validate), 100 KB 133,454, denial 44,119, admitted validation 16,912 and 17,221 through the
-/// autoscaler index. The same reviews through the former `admission::review` with the body in
-/// a buffer of its own, just before: 17,235, 33,217, 22,571, 22,179, 133,443, 45,649, 16,914 and
-/// 17,268 (the denial is cheaper since its causes are written without the formatter). History
-/// in docs/performance.md.
-const CREATE_IR: u64 = 19_000;
-const APPLY_CREATE_IR: u64 = 36_600;
-const UPDATE_IR: u64 = 24_850;
-const VALIDATE_UPDATE_IR: u64 = 24_450;
-const LARGE_IR: u64 = 146_800;
-const DENIAL_IR: u64 = 48_550;
-const ADMIT_IR: u64 = 18_650;
-const ADMIT_INDEXED_IR: u64 = 18_950;
+/// 16,121, the 5.6 KB `kubectl apply` CREATE 31,613, UPDATE 21,116 (mutate) and 20,733
+/// (validate), 100 KB 131,057, denial 42,831, admitted validation 15,719 and 16,061 through the
+/// autoscaler index. History in docs/performance.md.
+const CREATE_IR: u64 = 17_750;
+const APPLY_CREATE_IR: u64 = 34_800;
+const UPDATE_IR: u64 = 23_250;
+const VALIDATE_UPDATE_IR: u64 = 22_850;
+const LARGE_IR: u64 = 144_200;
+const DENIAL_IR: u64 = 47_150;
+const ADMIT_IR: u64 = 17_300;
+const ADMIT_INDEXED_IR: u64 = 17_700;
 
 /// What a measured call gets: the review's inputs, the request body, and a fresh 2 KiB
 /// response buffer (`server/answer.rs`'s).

@@ -16,7 +16,7 @@ use std::ops::Range;
 
 use simd_json::{Node, StaticNode};
 
-use super::scan::{self, Strings};
+use super::scan::Strings;
 use super::{OLD_OBJECT, STEPS};
 
 /// Deeper than this, the reader declines: a Memcached review nests about ten levels.
@@ -39,14 +39,14 @@ struct Open {
     object: bool,
     /// Where it stands in [`STEPS`] when it is on the way down a path of
     /// [`SKIPPED`](super::SKIPPED).
-    step: Option<usize>,
+    step: Option<u8>,
 }
 
 /// Which `oldObject` the envelope reads (the last one that is not null, in the last `request`
 /// at the root) and the one skipped: they must be the same one.
 struct OldObject {
     /// Where `request` stands in [`STEPS`].
-    request: Option<usize>,
+    request: Option<u8>,
     /// The last skipped one's bytes, brackets included.
     range: Option<Range<usize>>,
     skipped: usize,
@@ -201,7 +201,7 @@ fn member<'i>(
     stack: &[Open],
     old: &mut OldObject,
     nodes: &mut Vec<Node<'i>>,
-) -> Option<(usize, Option<Option<usize>>)> {
+) -> Option<(usize, Option<Option<u8>>)> {
     if text.get(at) != Some(&b'"') {
         return None;
     }
@@ -213,7 +213,11 @@ fn member<'i>(
     }
     let at = whitespace(text, colon + 1);
     let open = stack[stack.len() - 1];
-    let found = open.step.and_then(|node| STEPS[node].find(key));
+    // A `match`, not `and_then`: its closure was called, not inlined.
+    let found = match open.step {
+        Some(node) => STEPS[usize::from(node)].find(key),
+        None => None,
+    };
     // The envelope's `oldObject`: each `request` at the root starts over, and one that is not
     // null replaces the one before.
     if stack.len() == 1 && key == "request" {
@@ -228,7 +232,7 @@ fn member<'i>(
     };
     match found.last {
         Some(path) if matches!(text.get(at), Some(b'{' | b'[')) => {
-            let close = scan::value_end(text, at)?;
+            let close = strings.value_end(text, at)?;
             nodes.push(if text[at] == b'{' {
                 Node::Object { len: 0, count: 0 }
             } else {
@@ -253,7 +257,7 @@ fn open(
     depth: &mut usize,
     nodes: &mut Vec<Node<'_>>,
     object: bool,
-    step: Option<usize>,
+    step: Option<u8>,
 ) -> Option<()> {
     *stack.get_mut(*depth)? = Open {
         node: nodes.len(),
@@ -320,6 +324,7 @@ fn literal<'i>(
 
 /// An integer of at most 18 digits, as simd-json reads it: `U64` when positive, `I64` when
 /// negative. Anything else is declined.
+#[inline(always)]
 fn number(text: &[u8], at: usize, nodes: &mut Vec<Node<'_>>) -> Option<usize> {
     let negative = text[at] == b'-';
     let digits = at + usize::from(negative);

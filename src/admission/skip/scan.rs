@@ -81,7 +81,12 @@ fn scan(
         };
         let masks = classify(block);
         ascii &= masks.non_ascii == 0;
-        let escaped = escaped(masks.backslash, &mut escape_carry);
+        // Most blocks hold no backslash and follow none: nothing in them is escaped.
+        let escaped = if masks.backslash == 0 && !escape_carry {
+            0
+        } else {
+            escaped(masks.backslash, &mut escape_carry)
+        };
         let quotes = masks.quote & !escaped;
         // Bits from each opening quote up to its closing one: the inside of strings.
         let inside = prefix(quotes) ^ in_string;
@@ -120,19 +125,36 @@ fn scan(
 /// (and the AVX2 scan can be inlined into the reader compiled for AVX2).
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Strings {
-    /// Only made where the CPU has AVX2 ([`Strings::detect`]).
+    /// Only made where the CPU has AVX2, POPCNT and PCLMULQDQ ([`Strings::detect`]).
     #[cfg(target_arch = "x86_64")]
     Avx2,
     Bytes,
 }
 
 impl Strings {
+    /// [`Strings::Avx2`] where the CPU runs the AVX2 scan and walk ([`avx2`]: every CPU with
+    /// AVX2 has POPCNT and PCLMULQDQ too).
     pub(super) fn detect() -> Self {
         #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx2") {
+        if avx2() {
             return Strings::Avx2;
         }
         Strings::Bytes
+    }
+
+    /// [`value_end`], with the CPU's features as detected once for the review: the AVX2 scan
+    /// called straight from the reader compiled for AVX2, not through a detection per skipped
+    /// value (docs/performance.md).
+    #[inline(always)]
+    pub(super) fn value_end(self, body: &[u8], open: usize) -> Option<usize> {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Strings::Avx2` is made only where the CPU has AVX2, POPCNT and PCLMULQDQ
+            // ([`Strings::detect`]), all that `value_end_avx2` is compiled for.
+            #[allow(unsafe_code)]
+            Strings::Avx2 => unsafe { value_end_avx2(body, open) },
+            Strings::Bytes => value_end(body, open),
+        }
     }
 
     /// The string whose opening quote is at `open`, and the offset after its closing quote.

@@ -241,3 +241,35 @@ fn scalars_and_whitespace_read_as_simd_json_reads_them() {
         read_as_simd_json(text);
     }
 }
+
+#[test]
+fn the_steps_built_at_compile_time_follow_every_skipped_path() {
+    for (index, path) in SKIPPED.iter().enumerate() {
+        let mut node = 0;
+        for (depth, name) in path.iter().enumerate() {
+            let step = STEPS[node]
+                .find(name)
+                .unwrap_or_else(|| panic!("{path:?}: no step {name}"));
+            assert_eq!(step.name, *name);
+            if depth + 1 == path.len() {
+                assert_eq!(step.last, Some(index), "{path:?}");
+            } else {
+                node = usize::from(step.next.expect("the path goes on"));
+            }
+        }
+    }
+    let long = "k".repeat(70);
+    for steps in &STEPS {
+        for key in [
+            "",
+            "spec",
+            "uid",
+            "requestkind",
+            "oldObjec",
+            "oldObjectt",
+            &long,
+        ] {
+            assert!(steps.find(key).is_none(), "{key}");
+        }
+    }
+}
