@@ -356,18 +356,23 @@ impl Conn {
 
     /// Bytes arrived: on an idle HTTP/1 connection they start a request head.
     pub(crate) fn on_read(&self) {
-        if self.in_flight.load(Ordering::Acquire) == 0
-            && self
-                .phase
-                .compare_exchange(
-                    Phase::Idle as u8,
-                    Phase::Reading as u8,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                )
-                .is_ok()
+        if self.in_flight.load(Ordering::Acquire) != 0 || self.phase() != Phase::Idle {
+            return;
+        }
+        // The head's start before its phase: `eviction` ranks a head by how long it has been
+        // arriving, and must never see one with the time of the answer before it. Should the
+        // phase change first, the time is that of a request in service, never ranked.
+        self.since.store(self.now_us(), Ordering::Release);
+        if self
+            .phase
+            .compare_exchange(
+                Phase::Idle as u8,
+                Phase::Reading as u8,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
         {
-            self.since.store(self.now_us(), Ordering::Release);
             let gauges = &self.slots.gauges().by_state;
             gauges[gauge(Phase::Idle)].dec();
             gauges[gauge(Phase::Reading)].inc();
