@@ -79,7 +79,7 @@ pub(crate) struct Candidate {
 }
 
 /// How many requests a connection has answered, as far as the policy tells them apart.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Uses {
     None,
     Once,
@@ -196,10 +196,9 @@ pub(crate) fn victim<K: Clone>(
             continue;
         };
         newcomers += usize::from(matches!(class, Class::Unused | Class::Handshake));
-        let reason = if c.phase == Phase::Idle && c.uses != Uses::None {
-            Reason::Idle
-        } else {
-            Reason::Incomplete
+        let reason = match class {
+            Class::Once | Class::Reused => Reason::Idle,
+            _ => Reason::Incomplete,
         };
         keep(
             &mut crowd,
