@@ -329,7 +329,7 @@ async fn accept_until(
         // Linux), which an answer leaving in more than one write would pay
         // (`LATENCY_FLOOR_NODELAY=0` in benches/latency.rs shows it on the floor).
         let _ = tcp.set_nodelay(true);
-        let ticket = shared.slots.accepted();
+        let ticket = shared.slots.accepted(peer.ip());
         tokio::spawn(shared.clone().run(tcp, peer, ticket, drained.clone()));
     }
 }

@@ -377,3 +377,42 @@ async fn an_evicted_idle_connection_is_reset() {
     assert_eq!(kind, Err(std::io::ErrorKind::ConnectionReset));
     server.stop().await.unwrap();
 }
+
+/// A flood from one address gives way to itself: a connection parked unused since its
+/// handshake (as the API server's transport parks a spare dial), which alone would be the first
+/// to go, stays while another address floods the slots, and carries a review after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_from_another_address_spares_a_parked_connection() {
+    let server = start().await;
+    let parked = server.tls(&[b"http/1.1"]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let config = std::sync::Arc::new(util::tls_config(&server.ca_pem, &[b"http/1.1"], None, None));
+    let mut flood = Vec::new();
+    for _ in 0..3 * SLOTS {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        let tcp = socket.connect(server.webhook).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let tls = tokio::time::timeout(
+            ANSWERED_WITHIN,
+            tokio_rustls::TlsConnector::from(config.clone()).connect(name, tcp),
+        )
+        .await
+        .expect("each flood connection gets a slot in turn");
+        flood.push(tls.unwrap());
+    }
+    let text = server.scrape().await;
+    let series = r#"memcached_webhook_connection_evictions_total{reason="incomplete"}"#;
+    assert!(sample(&text, series) >= f64::from(2 * SLOTS), "{text}");
+    let mut client = util::client_over(parked).await;
+    let (code, _) = client
+        .post(MUTATE, fixture("mutate-create-kubectl-apply.json"))
+        .await;
+    assert_eq!(
+        code,
+        hyper::StatusCode::OK,
+        "the parked connection was kept"
+    );
+    drop(flood);
+    server.stop().await.unwrap();
+}

@@ -2,19 +2,25 @@
 //! as it fills: the policy, as plain functions over what a connection is doing. `slots` applies
 //! it; nothing here touches a socket.
 //!
-//! The order is by worth to the API server, as Envoy's overload manager and nginx do it, not
-//! first come first served: a connection in the middle of a review is never cut. First go the
-//! connections no client's pool keeps like this (longest first: a flood's): one idle since its
-//! handshake or with a request head arriving, for [`SLOW_REQUEST`]. Then a keep-alive that
-//! answered a single request (a flood that sends one review per connection), then a newcomer (one just done with its handshake, then one in it, oldest first:
-//! perhaps the API server's own dial), then a reused keep-alive (longest idle first: the
-//! bottom of a LIFO pool like Go's, the least likely to be reused in the instant of its close,
-//! `close`), last a head that has just begun (its client writing a request: answered first,
-//! `conn`). While newcomers hold half the slots, they go before every keep-alive. When every
-//! slot holds a review in service, the longest in service is asked to close after its answer.
-//! A connection that has sent no byte holds no slot at all; past its own ceiling the oldest
-//! such one is closed.
+//! The order is by worth to the API server, as Envoy's overload manager and nginx do it, not first
+//! come first served: a connection in the middle of a review is never cut. First go the connections
+//! no client's pool keeps like this (longest first: a flood's): one idle since its handshake or
+//! with a request head arriving, for [`SLOW_REQUEST`]. Then a keep-alive that answered a single
+//! request (a flood that sends one review per connection), then a newcomer (one just done with its
+//! handshake, then one in it, oldest first: perhaps the API server's own dial), then a reused
+//! keep-alive (longest idle first: the bottom of a LIFO pool like Go's, the least likely to be
+//! reused in the instant of its close, `close`), last a head that has just begun (its client
+//! writing a request: answered first, `conn`). While newcomers hold half the slots, they go before
+//! every keep-alive. Of the connections no pool has reused yet, those of the address holding the
+//! most such go first: a flood from one address gives way to itself, not the API server's parked
+//! dial that looks like it (spread over many addresses, a flood meets the order above alone). When
+//! every slot holds a review in service, the longest in service is asked to close after its answer.
+//! A connection that has sent no byte holds no slot at all; past its own ceiling the oldest such
+//! one is closed.
 
+use std::cmp::Reverse;
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 /// What a connection is doing (the `state` label of `memcached_webhook_connections`, with
@@ -76,6 +82,9 @@ pub(crate) struct Candidate {
     pub evicting: bool,
     /// Already asked to close after its answer: not asked twice.
     pub asked: bool,
+    /// The client's address (an IPv4-mapped one as IPv4), as the server sees it: behind a
+    /// Service, kube-proxy's DNAT keeps it, unless the cluster masquerades all traffic.
+    pub source: IpAddr,
 }
 
 /// How many requests a connection has answered, as far as the policy tells them apart.
@@ -168,6 +177,16 @@ fn class(c: &Candidate, now_us: u64) -> Option<Class> {
     })
 }
 
+impl Class {
+    /// No pool has reused it yet: what a flood's connections are, whatever they do.
+    fn unproven(self) -> bool {
+        matches!(
+            self,
+            Class::Spent | Class::Once | Class::Unused | Class::Handshake
+        )
+    }
+}
+
 fn tier(order: &[Class; 6], class: Class) -> usize {
     order
         .iter()
@@ -176,40 +195,47 @@ fn tier(order: &[Class; 6], class: Class) -> usize {
 }
 
 /// The connection to close so a new one gets a slot, and why; `None` when every slot holds a
-/// request in service (or one already closing), and the newcomer must wait. Of two ranked
-/// alike, the first given goes (`slots` gives them in the order they were accepted).
-pub(crate) fn victim<K: Clone>(
+/// request in service (or one already closing), and the newcomer must wait. Of the connections
+/// no pool has reused yet (the classes before [`Class::Reused`]), those of the address that
+/// holds the most such go first, in the class order among themselves: a flood from one address
+/// gives way to itself, and the API server's parked dial (unused, like the flood's) stays while
+/// the flood holds any. Of two ranked alike, the first given goes (`slots` gives them in the
+/// order they were accepted).
+pub(crate) fn victim<K>(
     candidates: impl IntoIterator<Item = (K, Candidate)>,
     now_us: u64,
 ) -> Option<(K, Reason)> {
-    type Best<K> = Option<((usize, u64), K, Reason)>;
-    fn keep<K>(best: &mut Best<K>, key: (usize, u64), k: K, reason: Reason) {
-        if best.as_ref().is_none_or(|(b, _, _)| key < *b) {
-            *best = Some((key, k, reason));
-        }
-    }
-    let (mut few, mut crowd): (Best<K>, Best<K>) = (None, None);
     let (mut slots, mut newcomers) = (0usize, 0usize);
-    for (k, c) in candidates {
-        slots += usize::from(c.phase != Phase::PreHandshake && !c.evicting);
-        let Some(class) = class(&c, now_us) else {
-            continue;
-        };
-        newcomers += usize::from(matches!(class, Class::Unused | Class::Handshake));
-        let reason = match class {
-            Class::Once | Class::Reused => Reason::Idle,
-            _ => Reason::Incomplete,
-        };
-        keep(
-            &mut crowd,
-            (tier(&CROWD, class), c.since_us),
-            k.clone(),
-            reason,
-        );
-        keep(&mut few, (tier(&FEW, class), c.since_us), k, reason);
-    }
-    let best = if newcomers * 2 >= slots { crowd } else { few };
-    best.map(|(_, k, reason)| (k, reason))
+    let mut unproven: HashMap<IpAddr, usize> = HashMap::new();
+    let ranked: Vec<(K, Class, IpAddr, u64)> = candidates
+        .into_iter()
+        .filter_map(|(k, c)| {
+            slots += usize::from(c.phase != Phase::PreHandshake && !c.evicting);
+            let class = class(&c, now_us)?;
+            newcomers += usize::from(matches!(class, Class::Unused | Class::Handshake));
+            if class.unproven() {
+                *unproven.entry(c.source).or_default() += 1;
+            }
+            Some((k, class, c.source, c.since_us))
+        })
+        .collect();
+    let order = if newcomers * 2 >= slots { &CROWD } else { &FEW };
+    let (k, class, ..) = ranked
+        .into_iter()
+        .min_by_key(|(_, class, source, since_us)| {
+            let crowd = if class.unproven() {
+                unproven[source]
+            } else {
+                0
+            };
+            let later = usize::from(!class.unproven());
+            (later, Reverse(crowd), tier(order, *class), *since_us)
+        })?;
+    let reason = match class {
+        Class::Once | Class::Reused => Reason::Idle,
+        _ => Reason::Incomplete,
+    };
+    Some((k, reason))
 }
 
 /// When [`victim`] found none: the connection to ask to close after its answer (its slot frees

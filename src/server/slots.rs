@@ -4,6 +4,7 @@
 //! pressure episodes of `metrics::Connections`.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -67,6 +68,8 @@ pub(crate) struct Conn {
     /// Told to go or asked to close after its answer (a notification is kept until the task
     /// looks).
     pub evict: Notify,
+    /// The client's address, by which `eviction` tells a flood's connections from others'.
+    source: IpAddr,
     slots: Arc<Slots>,
 }
 
@@ -111,7 +114,7 @@ impl Slots {
 
     /// Registers a just-accepted connection, closing the oldest pre-handshake one when the
     /// ceiling is reached. Returns it with the deadline factor for its first bytes.
-    pub(crate) fn accepted(self: &Arc<Self>) -> (Ticket, f64) {
+    pub(crate) fn accepted(self: &Arc<Self>, source: IpAddr) -> (Ticket, f64) {
         let conn = Arc::new(Conn {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             phase: AtomicU8::new(Phase::PreHandshake as u8),
@@ -123,6 +126,7 @@ impl Slots {
             asked: AtomicBool::new(false),
             said_close: AtomicBool::new(false),
             evict: Notify::new(),
+            source: source.to_canonical(),
             slots: self.clone(),
         });
         self.gauges().by_state[Phase::PreHandshake as usize].inc();
@@ -265,6 +269,7 @@ impl Conn {
             since_us: self.since.load(Ordering::Acquire),
             evicting: self.evicting.load(Ordering::Acquire),
             asked: self.asked.load(Ordering::Acquire),
+            source: self.source,
         }
     }
 

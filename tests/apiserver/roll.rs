@@ -8,7 +8,9 @@
 //! arguments do not offer h2). `ROLL_BENCH=1` runs the longer scenario of docs/availability.md
 //! (200 writes/s, 10 rolls, a drain, a flood of idle TLS connections, a crash) and prints its
 //! table instead of asserting; `ROLL_RATE` sets the rate, `ROLL_ROLLS` the rolls, `ROLL_FLOODS`
-//! the floods, `ROLL_BINARY` another server binary.
+//! the floods, `ROLL_FLOOD_FROM` the flood's address (127.0.0.2, another pod's; the API
+//! server's own, 127.0.0.1, is a cluster that masquerades all Service traffic), `ROLL_BINARY`
+//! another server binary.
 
 mod balancer;
 mod load;
@@ -56,6 +58,8 @@ struct Plan {
     /// The drain, the flood and the crash too.
     bench: bool,
     floods: u32,
+    /// The flood's address: the API server dials from 127.0.0.1.
+    flood_from: std::net::IpAddr,
     binary: PathBuf,
 }
 
@@ -67,6 +71,9 @@ impl Plan {
             rate: number("ROLL_RATE").unwrap_or(if bench { 200 } else { 25 }),
             rolls: number("ROLL_ROLLS").unwrap_or(if bench { 10 } else { 2 }),
             floods: number("ROLL_FLOODS").unwrap_or(1),
+            flood_from: std::env::var("ROLL_FLOOD_FROM")
+                .map_or(Ok([127, 0, 0, 2].into()), |a| a.parse())
+                .expect("ROLL_FLOOD_FROM is an IP address"),
             settle: Duration::from_secs(if bench { 5 } else { 1 }),
             tail: Duration::from_secs(7),
             bench,
@@ -280,8 +287,9 @@ fn drain_flood_crash(
         phase(format!("flood {flood}"));
         pods.wait(BOUNDARY);
         let ca = pods.launch.ca.pem.clone();
-        let (addr, hold) = (balancer.flood_addr, Duration::from_secs(15));
-        let flood = runtime.spawn(async move { load::flood(addr, &ca, 2_000, hold).await });
+        let route = (plan.flood_from, balancer.flood_addr);
+        let hold = Duration::from_secs(15);
+        let flood = runtime.spawn(async move { load::flood(route, &ca, 2_000, hold).await });
         pods.wait(hold);
         closed += runtime.block_on(flood).unwrap();
         counters = connection_counters(&pods.serving);

@@ -21,7 +21,16 @@ fn conn(phase: Phase, uses: Uses, since_us: u64) -> Candidate {
         since_us,
         evicting: false,
         asked: false,
+        source: API_SERVER,
     }
+}
+
+/// The address `conn` gives every connection; [`FLOOD`] is another.
+const API_SERVER: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1));
+const FLOOD: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 244, 1, 7));
+
+fn from(source: IpAddr, c: Candidate) -> Candidate {
+    Candidate { source, ..c }
 }
 
 fn first<K: Copy>(slots: &[(K, Candidate)]) -> Option<(K, Reason)> {
@@ -147,6 +156,68 @@ fn newcomers_holding_half_the_slots_give_way_to_one_another_not_to_a_pool() {
     fifth.evicting = true;
     slots[4] = ("fifth, leaving", fifth);
     assert_eq!(first(&slots).map(|v| v.0), Some("older newcomer"));
+}
+
+#[test]
+fn of_unproven_connections_the_address_holding_the_most_gives_way_first() {
+    use Phase::{Handshaking, Idle};
+    let api = vec![
+        // Alone, the parked dial would go first: unused for a second.
+        ("parked dial", conn(Idle, Uses::None, ago(ms(1_000)))),
+        ("answered once", conn(Idle, Uses::Once, ago(ms(300)))),
+        ("api handshake", conn(Handshaking, Uses::None, ago(ms(2)))),
+        ("reused", conn(Idle, Uses::Reused, ago(ms(60_000)))),
+    ];
+    let flood = |name, phase, age| (name, from(FLOOD, conn(phase, Uses::None, ago(ms(age)))));
+    let mut slots = api.clone();
+    slots.extend([
+        flood("flood unused 10 ms", Idle, 10),
+        flood("flood handshake 3 ms", Handshaking, 3),
+        flood("flood unused 5 ms", Idle, 5),
+        flood("flood handshake 1 ms", Handshaking, 1),
+        flood("flood handshake 2 ms", Handshaking, 2),
+    ]);
+    // Five unproven against three: the flood's go, in the class order among themselves
+    // (newcomers hold half the slots: done with the handshake first, oldest first). At three
+    // against three the class order alone decides, across addresses; a pool's reused
+    // keep-alive goes after every unproven connection of either.
+    let gone: Vec<&str> = order(slots).into_iter().map(|(name, _)| name).collect();
+    assert_eq!(
+        gone,
+        [
+            "flood unused 10 ms",
+            "flood unused 5 ms",
+            "parked dial",
+            "flood handshake 3 ms",
+            "api handshake",
+            "flood handshake 2 ms",
+            // One against one, three slots, one newcomer: few, and the once-used goes first.
+            "answered once",
+            "flood handshake 1 ms",
+            "reused",
+        ]
+    );
+    // All from one address: the class order alone, the parked dial first.
+    assert_eq!(first_of(api.clone()), "parked dial");
+}
+
+#[test]
+fn a_pool_s_reused_keep_alives_do_not_count_against_its_address() {
+    use Phase::{Handshaking, Idle};
+    let mut slots: Vec<_> = (0..10)
+        .map(|_| ("reused", conn(Idle, Uses::Reused, ago(ms(60_000)))))
+        .collect();
+    slots.push(("parked dial", conn(Idle, Uses::None, ago(ms(1_000)))));
+    slots.push((
+        "other's handshake",
+        from(FLOOD, conn(Handshaking, Uses::None, ago(ms(2)))),
+    ));
+    slots.push((
+        "other's unused",
+        from(FLOOD, conn(Idle, Uses::None, ago(ms(1)))),
+    ));
+    // Two unproven on the other address against one here, however many this one reuses.
+    assert_eq!(first(&slots).map(|v| v.0), Some("other's unused"));
 }
 
 #[test]

@@ -3,19 +3,20 @@
 //! endpoint that leaves the set keeps its established connections (conntrack) and gets no new
 //! ones. A connection that finds no endpoint, or one that refuses it, is closed at once: what
 //! the client of a DNAT to a dead pod sees. A pod's reset (RST) reaches the client as one, as
-//! through a DNAT; its end (FIN) as an end.
+//! through a DNAT; its end (FIN) as an end. A pod sees the client's own address, as a DNAT
+//! keeps it (the balancer dials from it: any 127.0.0.0/8 address is this host's).
 //!
 //! Two front ports share the endpoints: `addr` for the API server, whose connections are
 //! watched (`Watch`: which of them a pod closed first, and whether a request was written into
 //! one after that close), and `flood_addr` for the flood, so that the two are told apart.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 
@@ -158,7 +159,7 @@ impl Balancer {
             let (set, next) = (endpoints.clone(), next.clone());
             accepting.push(runtime.spawn(async move {
                 loop {
-                    let Ok((client, _)) = listener.accept().await else {
+                    let Ok((client, peer)) = listener.accept().await else {
                         continue;
                     };
                     let endpoint = {
@@ -166,7 +167,8 @@ impl Balancer {
                         (!set.is_empty())
                             .then(|| set[next.fetch_add(1, Ordering::Relaxed) % set.len()])
                     };
-                    tokio::spawn(forward(client, endpoint, watched.clone()));
+                    let route = (peer.ip(), endpoint);
+                    tokio::spawn(forward(client, route, watched.clone()));
                 }
             }));
             addr
@@ -201,12 +203,16 @@ impl Drop for Balancer {
     }
 }
 
-/// Relays one connection, each side's end (FIN) passed on to the other; a watched one is
-/// relayed by [`watched`].
-async fn forward(mut client: TcpStream, endpoint: Option<SocketAddr>, watch: Option<Arc<Watch>>) {
-    let backend = match endpoint {
-        Some(endpoint) => TcpStream::connect(endpoint).await.ok(),
-        None => None,
+/// Relays one connection from its client's address to its endpoint (`route`), each side's end
+/// (FIN) passed on to the other; a watched one is relayed by [`watched`].
+async fn forward(
+    mut client: TcpStream,
+    route: (IpAddr, Option<SocketAddr>),
+    watch: Option<Arc<Watch>>,
+) {
+    let backend = match route {
+        (from, Some(endpoint)) => dial(from, endpoint).await.ok(),
+        (_, None) => None,
     };
     let Some(mut backend) = backend else {
         if let Some(watch) = watch {
@@ -226,6 +232,16 @@ async fn forward(mut client: TcpStream, endpoint: Option<SocketAddr>, watch: Opt
             }
         }
     }
+}
+
+/// A connection to `to` from the address `from`.
+pub async fn dial(from: IpAddr, to: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = match from {
+        IpAddr::V4(_) => TcpSocket::new_v4()?,
+        IpAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    socket.bind(SocketAddr::new(from, 0))?;
+    socket.connect(to).await
 }
 
 /// What a watched connection's two directions share.

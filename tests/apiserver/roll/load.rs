@@ -2,7 +2,7 @@
 //! at a steady rate (both webhooks run for each), tallied by the phase they started in, and a
 //! flood of idle TLS connections that makes the pods evict.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -107,10 +107,15 @@ pub async fn write(client: kube::Client, namespace: &str, rate: u32, writes: Arc
     while tasks.join_next().await.is_some() {}
 }
 
-/// `connections` TLS connections to `addr` that complete their handshake and send nothing,
-/// each opened again when the server closes it, for `hold`. Returns how many the server
-/// closed.
-pub async fn flood(addr: SocketAddr, ca_pem: &str, connections: usize, hold: Duration) -> u64 {
+/// `connections` TLS connections to `addr` from the address `from` that complete their
+/// handshake and send nothing, each opened again when the server closes it, for `hold`.
+/// Returns how many the server closed.
+pub async fn flood(
+    (from, addr): (IpAddr, SocketAddr),
+    ca_pem: &str,
+    connections: usize,
+    hold: Duration,
+) -> u64 {
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(cert.unwrap()).unwrap();
@@ -132,7 +137,7 @@ pub async fn flood(addr: SocketAddr, ca_pem: &str, connections: usize, hold: Dur
         tasks.spawn(async move {
             while Instant::now() < until {
                 let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-                let tls = match tokio::net::TcpStream::connect(addr).await {
+                let tls = match super::balancer::dial(from, addr).await {
                     Ok(tcp) => connector.connect(name, tcp).await,
                     Err(e) => Err(e),
                 };
