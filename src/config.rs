@@ -128,8 +128,9 @@ pub struct Config {
     /// least worth keeping: a flood's first (unused since its handshake, or a head slow to
     /// arrive), then a keep-alive that answered one request, then a newcomer (before any
     /// keep-alive when newcomers hold half the slots), then a reused keep-alive, longest idle
-    /// first. A request in service is never cut (docs/availability.md). From half the slots
-    /// taken, the header deadline and a never-used connection's idle deadline shrink.
+    /// first; of connections not yet reused, the address holding the most goes first. A
+    /// request in service is never cut (docs/availability.md). From half the slots taken, the
+    /// header deadline shrinks.
     #[arg(long, default_value_t = 256, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
 

@@ -11,10 +11,6 @@
 //! at the shutdown's hard deadline and when an eviction finds nothing else to close; an idle
 //! HTTP/1 connection it does close is reset, not ended ([`resets`]).
 
-use std::time::Duration;
-
-use super::eviction;
-
 /// Who or what ended a connection past its TLS handshake: the `reason` label of
 /// `memcached_webhook_connections_closed_total`, in [`crate::metrics::CLOSE_REASONS`] order
 /// (declaration order is the index, which a test checks).
@@ -106,20 +102,6 @@ pub(crate) fn resets(reason: Reason, when: When, h2: bool) -> bool {
     !h2 && when == When::Idle && matches!(reason, Reason::Eviction | Reason::IdleTimeout)
 }
 
-/// How long a connection may stay idle before the server closes it. A keep-alive that has
-/// answered a request gets `--idle-timeout` whatever the pressure: it is longer than the
-/// apiserver's 90 s pool, so that client always closes first; under pressure `eviction` evicts
-/// a reused keep-alive only after every newcomer and every connection that never carried a
-/// request (one that carried a single request may go before a newcomer). One that never
-/// carried a request (a flood's, or a client's spare) gets the deadline scaled by `factor`.
-pub(crate) fn idle_deadline(configured: Duration, completed: bool, factor: f64) -> Duration {
-    if completed {
-        configured
-    } else {
-        eviction::scaled(configured, factor)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,20 +171,6 @@ mod tests {
         assert!(!resets(Reason::Eviction, When::MidRequest, false));
         assert!(!resets(Reason::Client, idle, false));
         assert!(!resets(Reason::Error, idle, false));
-    }
-
-    #[test]
-    fn a_used_keep_alive_keeps_its_idle_timeout_under_pressure() {
-        let idle = Duration::from_secs(120);
-        let full = eviction::factor(1.0);
-        assert_eq!(idle_deadline(idle, true, full), idle);
-        assert_eq!(idle_deadline(idle, true, 1.0), idle);
-        assert_eq!(
-            idle_deadline(idle, false, full),
-            Duration::from_secs(12),
-            "a connection that never carried a request shrinks with occupancy"
-        );
-        assert_eq!(idle_deadline(idle, false, 1.0), idle);
     }
 
     #[test]
