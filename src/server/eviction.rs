@@ -41,6 +41,16 @@ pub(crate) enum Phase {
 }
 
 impl Phase {
+    /// Its index among the gauge's `state` labels: `Reading` and `Busy` are both `active`.
+    pub(crate) fn gauge(self) -> usize {
+        match self {
+            Phase::PreHandshake => 0,
+            Phase::Handshaking => 1,
+            Phase::Idle => 2,
+            Phase::Reading | Phase::Busy => 3,
+        }
+    }
+
     pub(crate) fn from_u8(v: u8) -> Phase {
         match v {
             0 => Phase::PreHandshake,
@@ -185,6 +195,16 @@ impl Class {
             Class::Spent | Class::Once | Class::Unused | Class::Handshake
         )
     }
+}
+
+/// The address holding the most of `sources` (slots), and how many: what the pressure log names,
+/// so that an operator sees whose flood it is.
+pub(crate) fn busiest(sources: impl IntoIterator<Item = IpAddr>) -> Option<(IpAddr, usize)> {
+    let mut held: HashMap<IpAddr, usize> = HashMap::new();
+    for source in sources {
+        *held.entry(source).or_default() += 1;
+    }
+    held.into_iter().max_by_key(|&(_, n)| n)
 }
 
 fn tier(order: &[Class; 6], class: Class) -> usize {

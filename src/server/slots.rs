@@ -221,11 +221,15 @@ impl Slots {
         if !lock(&self.episode).short(Instant::now()) {
             return;
         }
+        let busiest = eviction::busiest(lock(&self.held).conns.values().map(|c| c.source));
+        let (address, slots) = busiest.map_or((None, 0), |(a, n)| (Some(a), n));
         tracing::warn!(
             slots = self.capacity,
             pre_handshake_max = self.pre_handshake_max,
+            busiest_address = ?address, its_slots = slots,
             "webhook connections at their limit: closing idle and incomplete connections to \
-             admit new ones (requests in service are never cut)"
+             admit new ones, the busiest address's unproven ones first (requests in service \
+             are never cut)"
         );
         let slots = self.clone();
         tokio::spawn(async move {
@@ -343,7 +347,7 @@ impl Conn {
                 Err(actual) => from = actual,
             }
         }
-        let (from, to) = (gauge(Phase::from_u8(from)), gauge(to));
+        let (from, to) = (Phase::from_u8(from).gauge(), to.gauge());
         if from != to {
             let gauges = &self.slots.gauges().by_state;
             gauges[from].dec();
@@ -379,8 +383,8 @@ impl Conn {
             .is_ok()
         {
             let gauges = &self.slots.gauges().by_state;
-            gauges[gauge(Phase::Idle)].dec();
-            gauges[gauge(Phase::Reading)].inc();
+            gauges[Phase::Idle.gauge()].dec();
+            gauges[Phase::Reading.gauge()].inc();
         }
     }
 
@@ -437,16 +441,6 @@ impl Conn {
     }
 }
 
-/// The gauge index of a phase: `Reading` and `Busy` are both `active`.
-fn gauge(phase: Phase) -> usize {
-    match phase {
-        Phase::PreHandshake => 0,
-        Phase::Handshaking => 1,
-        Phase::Idle => 2,
-        Phase::Reading | Phase::Busy => 3,
-    }
-}
-
 /// Marks a request in service; dropping it starts the idle clock.
 pub(crate) struct Busy(Arc<Conn>);
 
@@ -489,7 +483,7 @@ impl Drop for Ticket {
             drop(held);
             slots.freed.notify_one();
         }
-        slots.gauges().by_state[gauge(phase)].dec();
+        slots.gauges().by_state[phase.gauge()].dec();
     }
 }
 

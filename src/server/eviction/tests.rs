@@ -343,3 +343,10 @@ fn an_episode_counts_seconds_to_its_last_shortage_and_ends_after_a_quiet_spell()
     assert_eq!(tick.ended, Some(Duration::from_secs(4)));
     assert!(e.short(s(30)), "a new shortage starts a new episode");
 }
+
+#[test]
+fn the_pressure_log_names_the_address_holding_the_most_slots() {
+    let sources = [API_SERVER, FLOOD, FLOOD, API_SERVER, FLOOD];
+    assert_eq!(busiest(sources), Some((FLOOD, 3)));
+    assert_eq!(busiest([]), None);
+}
