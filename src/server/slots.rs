@@ -221,12 +221,19 @@ impl Slots {
         if !lock(&self.episode).short(Instant::now()) {
             return;
         }
-        let busiest = eviction::busiest(lock(&self.held).conns.values().map(|c| c.source));
-        let (address, slots) = busiest.map_or((None, 0), |(a, n)| (Some(a), n));
+        let held = lock(&self.held);
+        let busiest = eviction::busiest(
+            held.conns
+                .values()
+                .filter(|c| !c.evicting())
+                .map(|c| c.source),
+        );
+        drop(held);
+        let (address, slots) = busiest.map_or((String::new(), 0), |(a, n)| (a.to_string(), n));
         tracing::warn!(
             slots = self.capacity,
             pre_handshake_max = self.pre_handshake_max,
-            busiest_address = ?address, its_slots = slots,
+            busiest_address = %address, its_slots = slots,
             "webhook connections at their limit: closing idle and incomplete connections to \
              admit new ones, the busiest address's unproven ones first (requests in service \
              are never cut)"
