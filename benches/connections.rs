@@ -12,7 +12,10 @@
 //!   (the cheapest way to start a handshake; it takes no slot until the ClientHello is whole).
 //!
 //! A hostile connection the server closes is opened again after `CONNS_RECONNECT_MS`
-//! (default 1000), as an attacker holding that many sockets would.
+//! (default 1000), as an attacker holding that many sockets would. The flood shares the
+//! well-behaved client's address (127.0.0.1), the harder case for the server's eviction order,
+//! which spares the connections of an address holding fewer; `CONNS_FLOOD_FROM=127.0.0.2`
+//! floods from another, as a pod's flood reaches a pod that the API server calls.
 //!
 //! The flood runs on threads of its own at a lower CPU priority (nice 10, `CONNS_FLOOD_NICE`):
 //! an attacker's handshakes run on its own machine, not on the webhook's cores, and on a
@@ -39,6 +42,7 @@ mod common;
 #[path = "common/spawned.rs"]
 mod spawned;
 
+use std::net::IpAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -46,7 +50,6 @@ use std::time::{Duration, Instant};
 
 use spawned::Spawned;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 const MIB: f64 = 1024.0 * 1024.0;
 /// The targets.
@@ -83,6 +86,8 @@ struct Setup {
     typical: &'static [u8],
     hold: Duration,
     reconnect: Duration,
+    /// The flood's address; the well-behaved client's is 127.0.0.1.
+    flood_from: Option<IpAddr>,
 }
 
 fn env_or(name: &str, default: &str) -> String {
@@ -101,11 +106,14 @@ async fn main() -> ExitCode {
         .parse()
         .expect("CONNS_FLOOD_NICE: a nice value");
     println!(
-        "binary: {} {}; hold {:?}, reconnect after {:?}; flood at nice {flood_nice}; open-files limit {fd_limit}",
+        "binary: {} {}; hold {:?}, reconnect after {:?}; flood at nice {flood_nice}, from {}; open-files limit {fd_limit}",
         setup.binary,
         setup.args.join(" "),
         setup.hold,
-        setup.reconnect
+        setup.reconnect,
+        setup
+            .flood_from
+            .map_or("the client's address".to_owned(), |a| a.to_string()),
     );
     if fd_limit < needed {
         println!("the open-files limit ({fd_limit}) is below {needed}: raise the hard limit");
@@ -164,6 +172,9 @@ fn settings() -> (Setup, Vec<usize>, Vec<Kind>) {
                 .parse()
                 .expect("CONNS_RECONNECT_MS: milliseconds"),
         ),
+        flood_from: std::env::var("CONNS_FLOOD_FROM")
+            .ok()
+            .map(|a| a.parse().expect("CONNS_FLOOD_FROM: an IP address")),
     };
     let counts: Vec<usize> = env_or("CONNS_COUNTS", "1000,10000")
         .split(',')
@@ -213,6 +224,7 @@ async fn run(setup: &Setup, on: &tokio::runtime::Handle, kind: Kind, count: usiz
             typical: setup.typical,
             stop: stop.clone(),
             reconnect: setup.reconnect,
+            from: setup.flood_from,
             reconnects: reconnects.clone(),
             opened: opened.clone(),
         };
@@ -319,6 +331,7 @@ struct Hostile {
     typical: &'static [u8],
     stop: Arc<AtomicBool>,
     reconnect: Duration,
+    from: Option<IpAddr>,
     reconnects: Arc<AtomicUsize>,
     opened: Arc<AtomicUsize>,
 }
@@ -343,7 +356,7 @@ impl Hostile {
         match self.kind {
             Kind::None => {}
             Kind::Silent => {
-                let Ok(mut tcp) = TcpStream::connect(self.server.webhook).await else {
+                let Ok(mut tcp) = self.server.tcp(self.from).await else {
                     opened();
                     return;
                 };
@@ -351,7 +364,7 @@ impl Hostile {
                 let _ = tcp.read(&mut [0u8; 1]).await;
             }
             Kind::StalledHello => {
-                let Ok(mut tcp) = TcpStream::connect(self.server.webhook).await else {
+                let Ok(mut tcp) = self.server.tcp(self.from).await else {
                     opened();
                     return;
                 };
@@ -361,7 +374,7 @@ impl Hostile {
                 let _ = tcp.read(&mut [0u8; 1]).await;
             }
             Kind::Idle => {
-                let Ok(mut tls) = self.server.connect().await else {
+                let Ok(mut tls) = self.server.connect_from(self.from).await else {
                     opened();
                     return;
                 };
@@ -375,7 +388,7 @@ impl Hostile {
                 while matches!(tls.read(&mut buf).await, Ok(n) if n > 0) {}
             }
             Kind::SlowHead => {
-                let Ok(mut tls) = self.server.connect().await else {
+                let Ok(mut tls) = self.server.connect_from(self.from).await else {
                     opened();
                     return;
                 };

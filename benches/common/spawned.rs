@@ -2,14 +2,14 @@
 //! its own /proc figures (peak RSS): shared by `benches/memory.rs` and `tests/memory.rs`.
 
 use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
@@ -124,7 +124,29 @@ impl Spawned {
     }
 
     pub async fn connect(&self) -> std::io::Result<TlsStream<TcpStream>> {
-        let tcp = TcpStream::connect(self.webhook).await?;
+        self.connect_from(None).await
+    }
+
+    /// A TCP connection to the webhook port from the address `from` (any 127.0.0.0/8 address
+    /// is this host's), or from the kernel's choice.
+    pub async fn tcp(&self, from: Option<IpAddr>) -> std::io::Result<TcpStream> {
+        let Some(from) = from else {
+            return TcpStream::connect(self.webhook).await;
+        };
+        let socket = match from {
+            IpAddr::V4(_) => TcpSocket::new_v4()?,
+            IpAddr::V6(_) => TcpSocket::new_v6()?,
+        };
+        socket.bind(SocketAddr::new(from, 0))?;
+        socket.connect(self.webhook).await
+    }
+
+    /// [`Spawned::connect`] from the address `from`.
+    pub async fn connect_from(
+        &self,
+        from: Option<IpAddr>,
+    ) -> std::io::Result<TlsStream<TcpStream>> {
+        let tcp = self.tcp(from).await?;
         let _ = tcp.set_nodelay(true);
         self.tls
             .connect(ServerName::try_from("localhost").unwrap(), tcp)
