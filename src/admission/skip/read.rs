@@ -218,18 +218,15 @@ fn member<'i>(
         Some(node) => STEPS[usize::from(node)].find(key),
         None => None,
     };
-    // The envelope's `oldObject`: each `request` at the root starts over, and one that is not
-    // null replaces the one before.
-    if stack.len() == 1 && key == "request" {
-        old.read_is_skipped = false;
-    }
-    let in_request = stack.len() == 2 && open.step.is_some() && open.step == old.request;
-    if in_request && key == "oldObject" && !text[at..].starts_with(b"null") {
-        old.read_is_skipped = false;
-    }
     let Some(found) = found else {
         return Some((at, Some(None)));
     };
+    // The envelope's `oldObject`: each `request` at the root starts over, and one that is not
+    // null replaces the one before. Both are steps: the root's only one, and the path that
+    // ends at `oldObject` (whose step the open object has only inside a `request` at the root).
+    if open.step == Some(0) && found.next == old.request {
+        old.read_is_skipped = false;
+    }
     match found.last {
         Some(path) if matches!(text.get(at), Some(b'{' | b'[')) => {
             let close = strings.value_end(text, at)?;
@@ -244,6 +241,12 @@ fn member<'i>(
                 old.read_is_skipped = true;
             }
             Some((close + 1, None))
+        }
+        Some(OLD_OBJECT) => {
+            if !text[at..].starts_with(b"null") {
+                old.read_is_skipped = false;
+            }
+            Some((at, Some(found.next)))
         }
         _ => Some((at, Some(found.next))),
     }
