@@ -110,7 +110,7 @@ fn read_with<'i>(strings: Strings, text: &'i [u8], nodes: &mut Vec<Node<'i>>) ->
     nodes.clear();
     let mut old = OldObject::new();
     let mut stack = [Open::default(); MAX_DEPTH];
-    let (mut depth, mut at) = (0, whitespace(text, 0));
+    let (mut depth, mut at) = (0, 0);
     // The step of the value about to be read: the root is where every path starts.
     let mut step = Some(0);
     'value: loop {
@@ -150,40 +150,54 @@ fn read_with<'i>(strings: Strings, text: &'i [u8], nodes: &mut Vec<Node<'i>>) ->
             b'f' => at = literal(text, at, b"false", StaticNode::Bool(false), nodes)?,
             b'n' => at = literal(text, at, b"null", StaticNode::Null, nodes)?,
             b'-' | b'0'..=b'9' => at = number(text, at, nodes)?,
+            // Whitespace is looked for only where a byte is not what is expected there.
+            b' ' | b'\t' | b'\n' | b'\r' => {
+                at = whitespace(text, at + 1);
+                continue 'value;
+            }
             _ => return None,
         }
         // After a value: a comma and the next one, or the end of its object or array.
         loop {
-            at = whitespace(text, at);
             if depth == 0 {
-                return if at == text.len() { old.finish() } else { None };
+                return document_end(text, at, old);
             }
             let open = &mut stack[depth - 1];
-            open.len += 1;
             match *text.get(at)? {
                 b',' => {
-                    at = whitespace(text, at + 1);
+                    open.len += 1;
+                    at += 1;
                     if !open.object {
                         step = None;
                         continue 'value;
                     }
                     let value;
                     (at, value) = member(strings, text, at, &stack[..depth], &mut old, nodes)?;
-                    match value {
-                        Some(next) => {
-                            step = next;
-                            continue 'value;
-                        }
-                        None => continue,
-                    }
+                    let Some(next) = value else { continue };
+                    step = next;
+                    continue 'value;
                 }
-                b'}' if open.object => {}
-                b']' if !open.object => {}
+                b'}' if open.object => open.len += 1,
+                b']' if !open.object => open.len += 1,
+                b' ' | b'\t' | b'\n' | b'\r' => {
+                    at = whitespace(text, at + 1);
+                    continue;
+                }
                 _ => return None,
             }
             at += 1;
             close(&mut stack, &mut depth, nodes);
         }
+    }
+}
+
+/// The end of the document: nothing but whitespace may follow its value.
+#[inline(always)]
+fn document_end(text: &[u8], at: usize, old: OldObject) -> Option<Read> {
+    if whitespace(text, at) == text.len() {
+        old.finish()
+    } else {
+        None
     }
 }
 
@@ -202,16 +216,11 @@ fn member<'i>(
     old: &mut OldObject,
     nodes: &mut Vec<Node<'i>>,
 ) -> Option<(usize, Option<Option<u8>>)> {
-    if text.get(at) != Some(&b'"') {
-        return None;
-    }
+    let at = expect(text, at, b'"')?;
     let (key, end) = strings.read(text, at)?;
     nodes.push(Node::String(key));
-    let colon = whitespace(text, end);
-    if text.get(colon) != Some(&b':') {
-        return None;
-    }
-    let at = whitespace(text, colon + 1);
+    // The value's first byte is read next, whitespace or not.
+    let at = expect(text, end, b':')? + 1;
     let open = stack[stack.len() - 1];
     // A `match`, not `and_then`: its closure was called, not inlined.
     let found = match open.step {
@@ -224,6 +233,7 @@ fn member<'i>(
     // The envelope's `oldObject`: each `request` at the root starts over, and one that is not
     // null replaces the one before. Both are steps: the root's only one, and the path that
     // ends at `oldObject` (whose step the open object has only inside a `request` at the root).
+    let at = whitespace(text, at);
     if open.step == Some(0) && found.next == old.request {
         old.read_is_skipped = false;
     }
@@ -293,6 +303,16 @@ fn close(stack: &mut [Open; MAX_DEPTH], depth: &mut usize, nodes: &mut [Node<'_>
             count,
         }
     };
+}
+
+/// Where `byte` is, at `at` or after whitespace; `None` if another byte comes first.
+#[inline(always)]
+fn expect(text: &[u8], at: usize, byte: u8) -> Option<usize> {
+    if text.get(at) == Some(&byte) {
+        return Some(at);
+    }
+    let at = whitespace(text, at);
+    (text.get(at) == Some(&byte)).then_some(at)
 }
 
 fn whitespace(text: &[u8], mut at: usize) -> usize {
