@@ -12,7 +12,7 @@
 mod read;
 mod scan;
 
-pub use read::read;
+pub use read::{Stack, read};
 
 /// The members no rule reads, by path from the root of the review. `oldObject` is read only to
 /// ratchet a violation of the new object: then it is parsed on its own from its bytes as sent

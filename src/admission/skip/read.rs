@@ -29,6 +29,17 @@ pub struct Read {
     pub old_object: Option<Range<usize>>,
 }
 
+/// The objects and arrays open around the value being read, kept by the caller between reviews
+/// (a worker thread's scratch): every review writes a level before it reads it, and setting up
+/// a fresh one cost more instructions than reading a small review's tape (docs/performance.md).
+pub struct Stack([Open; MAX_DEPTH]);
+
+impl Default for Stack {
+    fn default() -> Self {
+        Stack([Open::default(); MAX_DEPTH])
+    }
+}
+
 /// An open object or array.
 #[derive(Clone, Copy, Default)]
 struct Open {
@@ -79,15 +90,16 @@ impl OldObject {
     }
 }
 
-/// Reads `text` (a whole JSON document) onto `nodes` (cleared first). `None`: declined, see
-/// the module's documentation; `nodes` then holds anything.
-pub fn read<'i>(text: &'i [u8], nodes: &mut Vec<Node<'i>>) -> Option<Read> {
+/// Reads `text` (a whole JSON document) onto `nodes` (cleared first), with `stack` for the open
+/// objects and arrays (what it held before does not matter). `None`: declined, see the module's
+/// documentation; `nodes` then holds anything.
+pub fn read<'i>(text: &'i [u8], nodes: &mut Vec<Node<'i>>, stack: &mut Stack) -> Option<Read> {
     match Strings::detect() {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Strings::Avx2` is made only where the CPU has AVX2 ([`Strings::detect`]).
         #[allow(unsafe_code)]
-        Strings::Avx2 => unsafe { read_avx2(text, nodes) },
-        strings => read_with(strings, text, nodes),
+        Strings::Avx2 => unsafe { read_avx2(text, nodes, stack) },
+        strings => read_with(strings, text, nodes, stack),
     }
 }
 
@@ -95,32 +107,40 @@ pub fn read<'i>(text: &'i [u8], nodes: &mut Vec<Node<'i>>) -> Option<Read> {
 /// cost more than the scan.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn read_avx2<'i>(text: &'i [u8], nodes: &mut Vec<Node<'i>>) -> Option<Read> {
-    read_with(Strings::Avx2, text, nodes)
+fn read_avx2<'i>(text: &'i [u8], nodes: &mut Vec<Node<'i>>, stack: &mut Stack) -> Option<Read> {
+    read_with(Strings::Avx2, text, nodes, stack)
 }
 
 /// [`read`] without AVX2, as on other CPUs: for the tests to compare.
 #[cfg(test)]
-pub(super) fn read_portable<'i>(text: &'i [u8], nodes: &mut Vec<Node<'i>>) -> Option<Read> {
-    read_with(Strings::Bytes, text, nodes)
+pub(super) fn read_portable<'i>(
+    text: &'i [u8],
+    nodes: &mut Vec<Node<'i>>,
+    stack: &mut Stack,
+) -> Option<Read> {
+    read_with(Strings::Bytes, text, nodes, stack)
 }
 
 #[inline(always)]
-fn read_with<'i>(strings: Strings, text: &'i [u8], nodes: &mut Vec<Node<'i>>) -> Option<Read> {
+fn read_with<'i>(
+    strings: Strings,
+    text: &'i [u8],
+    nodes: &mut Vec<Node<'i>>,
+    Stack(stack): &mut Stack,
+) -> Option<Read> {
     nodes.clear();
     let mut old = OldObject::new();
-    let mut stack = [Open::default(); MAX_DEPTH];
     let (mut depth, mut at) = (0, 0);
     // The step of the value about to be read: the root is where every path starts.
     let mut step = Some(0);
     'value: loop {
         match *text.get(at)? {
             b'{' => {
-                open(&mut stack, &mut depth, nodes, true, step)?;
+                open(stack, &mut depth, nodes, true, step)?;
                 at = whitespace(text, at + 1);
                 if text.get(at) == Some(&b'}') {
                     at += 1;
-                    close(&mut stack, &mut depth, nodes);
+                    close(stack, &mut depth, nodes);
                 } else {
                     let value;
                     (at, value) = member(strings, text, at, &stack[..depth], &mut old, nodes)?;
@@ -131,11 +151,11 @@ fn read_with<'i>(strings: Strings, text: &'i [u8], nodes: &mut Vec<Node<'i>>) ->
                 }
             }
             b'[' => {
-                open(&mut stack, &mut depth, nodes, false, None)?;
+                open(stack, &mut depth, nodes, false, None)?;
                 at = whitespace(text, at + 1);
                 if text.get(at) == Some(&b']') {
                     at += 1;
-                    close(&mut stack, &mut depth, nodes);
+                    close(stack, &mut depth, nodes);
                 } else {
                     step = None;
                     continue 'value;
@@ -186,7 +206,7 @@ fn read_with<'i>(strings: Strings, text: &'i [u8], nodes: &mut Vec<Node<'i>>) ->
                 _ => return None,
             }
             at += 1;
-            close(&mut stack, &mut depth, nodes);
+            close(stack, &mut depth, nodes);
         }
     }
 }
