@@ -32,17 +32,17 @@ use memcached_webhook::autoscalers::{Autoscalers, Controller, Kind, Object, Sync
 
 /// `Ir` ceilings: the count on 2026-12-07 (x86_64, AVX2) plus 10 %, rounded up to 50, measured
 /// on the server's entry for a body in one frame (`Review::answer_in_place`): typical CREATE
-/// 16,121, the 5.6 KB `kubectl apply` CREATE 31,613, UPDATE 21,116 (mutate) and 20,733
-/// (validate), 100 KB 131,057, denial 42,831, admitted validation 15,719 and 16,061 through the
+/// 14,328, the 5.6 KB `kubectl apply` CREATE 28,656, UPDATE 18,992 (mutate) and 18,609
+/// (validate), 100 KB 129,260, denial 40,797, admitted validation 13,874 and 14,232 through the
 /// autoscaler index. History in docs/performance.md.
-const CREATE_IR: u64 = 17_750;
-const APPLY_CREATE_IR: u64 = 34_800;
-const UPDATE_IR: u64 = 23_250;
-const VALIDATE_UPDATE_IR: u64 = 22_850;
-const LARGE_IR: u64 = 144_200;
-const DENIAL_IR: u64 = 47_150;
-const ADMIT_IR: u64 = 17_300;
-const ADMIT_INDEXED_IR: u64 = 17_700;
+const CREATE_IR: u64 = 15_800;
+const APPLY_CREATE_IR: u64 = 31_550;
+const UPDATE_IR: u64 = 20_900;
+const VALIDATE_UPDATE_IR: u64 = 20_500;
+const LARGE_IR: u64 = 142_200;
+const DENIAL_IR: u64 = 44_900;
+const ADMIT_IR: u64 = 15_300;
+const ADMIT_INDEXED_IR: u64 = 15_700;
 
 /// What a measured call gets: the review's inputs, the request body, and a fresh 2 KiB
 /// response buffer (`server/answer.rs`'s).

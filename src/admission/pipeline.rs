@@ -19,6 +19,7 @@ struct Scratch {
     buffers: Buffers,
     tape: Option<Tape<'static>>,
     patch: Vec<u8>,
+    stack: skip::Stack,
 }
 
 impl Scratch {
@@ -27,6 +28,7 @@ impl Scratch {
             buffers: Buffers::new(16 * 1024),
             tape: Some(Tape::null()),
             patch: Vec::with_capacity(1024),
+            stack: skip::Stack::default(),
         }
     }
 }
@@ -102,9 +104,11 @@ impl Review<'_> {
     fn read(&self, body: &[u8], out: &mut Vec<u8>) -> Option<Result<Verdict, BadReview>> {
         SCRATCH.with(|scratch| {
             let mut guard = scratch.borrow_mut();
-            let Scratch { tape, patch, .. } = &mut *guard;
+            let Scratch {
+                tape, patch, stack, ..
+            } = &mut *guard;
             let mut parsed: Tape<'_> = tape.take().unwrap_or_else(Tape::null).reset();
-            let answered = skip::read(body, &mut parsed.0).map(|read| {
+            let answered = skip::read(body, &mut parsed.0, stack).map(|read| {
                 let old = read.old_object.map(|range| &body[range]);
                 self.answer_tape(&parsed, old, patch, out)
             });
@@ -134,6 +138,7 @@ impl Review<'_> {
                 buffers,
                 tape,
                 patch,
+                ..
             } = &mut *guard;
             body.resize(len + simd_json::INPUT_PADDING, b' ');
             let mut whole: Tape<'_> = tape.take().unwrap_or_else(Tape::null).reset();

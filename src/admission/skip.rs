@@ -12,7 +12,7 @@
 mod read;
 mod scan;
 
-pub use read::read;
+pub use read::{Stack, read};
 
 /// The members no rule reads, by path from the root of the review. `oldObject` is read only to
 /// ratchet a violation of the new object: then it is parsed on its own from its bytes as sent
@@ -56,25 +56,51 @@ struct Step {
 struct Steps {
     steps: [Step; MAX_STEPS],
     len: usize,
-    /// Bit `n` set when a step's name is `n` bytes long: most keys of these objects are no
-    /// step, and their length alone says so.
-    lengths: u64,
+    /// By [`slot`] of a key: 1 + the index in `steps` of the one step that may be named so, or
+    /// 0 when none is. Most keys of these objects are no step and their slot alone says so; a
+    /// key whose slot holds a step is compared with that one name only, inline.
+    slots: [u8; 64],
+}
+
+/// Where a key goes in [`Steps::slots`]: its length and its last byte, which tell the names of
+/// one member's steps apart (checked at compile time, in [`steps`]).
+#[inline(always)]
+const fn slot(key: &[u8]) -> usize {
+    let last = match key.last() {
+        Some(&last) => last as usize,
+        None => 0,
+    };
+    (key.len() ^ last) & 63
 }
 
 impl Steps {
-    /// The step named `key`: its length checked where the reader meets it, the names only for
-    /// a key of a length some step has.
+    /// The step named `key`: one look-up in [`Steps::slots`] and at most one comparison,
+    /// inlined where the reader meets a key.
     #[inline(always)]
     fn find(&self, key: &str) -> Option<&Step> {
-        if key.len() >= 64 || self.lengths >> key.len() & 1 == 0 {
+        let index = self.slots[slot(key.as_bytes())];
+        if index == 0 {
             return None;
         }
-        self.named(key)
+        let step = &self.steps[usize::from(index - 1)];
+        same_name(step.name.as_bytes(), key.as_bytes()).then_some(step)
     }
+}
 
-    #[inline(never)]
-    fn named(&self, key: &str) -> Option<&Step> {
-        self.steps[..self.len].iter().find(|step| step.name == key)
+/// Whether a step's name is `key`, in a few word compares for the names of 4 to 16 bytes that
+/// the steps have (a call to `memcmp` cost more than the rest of the look-up).
+#[inline(always)]
+fn same_name(name: &[u8], key: &[u8]) -> bool {
+    let n = name.len();
+    if n != key.len() {
+        return false;
+    }
+    let word = |bytes: &[u8], at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    let half = |bytes: &[u8], at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    match n {
+        8..=16 => word(name, 0) == word(key, 0) && word(name, n - 8) == word(key, n - 8),
+        4..8 => half(name, 0) == half(key, 0) && half(name, n - 4) == half(key, n - 4),
+        _ => name == key,
     }
 }
 
@@ -92,7 +118,7 @@ const fn steps() -> [Steps; MAX_NODES] {
     let mut nodes = [Steps {
         steps: [NONE; MAX_STEPS],
         len: 0,
-        lengths: 0,
+        slots: [0; 64],
     }; MAX_NODES];
     let mut used = 1;
     let mut index = 0;
@@ -102,10 +128,6 @@ const fn steps() -> [Steps; MAX_NODES] {
         let mut depth = 0;
         while depth < path.len() {
             let name = path[depth];
-            assert!(
-                name.len() < 64,
-                "a step's length is a bit of `Steps::lengths`"
-            );
             let mut at = 0;
             while at < nodes[node].len && !same(nodes[node].steps[at].name, name) {
                 at += 1;
@@ -117,8 +139,13 @@ const fn steps() -> [Steps; MAX_NODES] {
                     last: None,
                     next: None,
                 };
+                let key_slot = slot(name.as_bytes());
+                assert!(
+                    nodes[node].slots[key_slot] == 0,
+                    "two steps from one member share a slot: change `slot`"
+                );
+                nodes[node].slots[key_slot] = at as u8 + 1;
                 nodes[node].len += 1;
-                nodes[node].lengths |= 1 << name.len();
             }
             if depth + 1 == path.len() {
                 nodes[node].steps[at].last = Some(index);

@@ -29,6 +29,17 @@ pub struct Read {
     pub old_object: Option<Range<usize>>,
 }
 
+/// The objects and arrays open around the value being read, kept by the caller between reviews
+/// (a worker thread's scratch): every review writes a level before it reads it, and setting up
+/// a fresh one cost more instructions than reading a small review's tape (docs/performance.md).
+pub struct Stack([Open; MAX_DEPTH]);
+
+impl Default for Stack {
+    fn default() -> Self {
+        Stack([Open::default(); MAX_DEPTH])
+    }
+}
+
 /// An open object or array.
 #[derive(Clone, Copy, Default)]
 struct Open {
@@ -79,15 +90,16 @@ impl OldObject {
     }
 }
 
-/// Reads `text` (a whole JSON document) onto `nodes` (cleared first). `None`: declined, see
-/// the module's documentation; `nodes` then holds anything.
-pub fn read<'i>(text: &'i [u8], nodes: &mut Vec<Node<'i>>) -> Option<Read> {
+/// Reads `text` (a whole JSON document) onto `nodes` (cleared first), with `stack` for the open
+/// objects and arrays (what it held before does not matter). `None`: declined, see the module's
+/// documentation; `nodes` then holds anything.
+pub fn read<'i>(text: &'i [u8], nodes: &mut Vec<Node<'i>>, stack: &mut Stack) -> Option<Read> {
     match Strings::detect() {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Strings::Avx2` is made only where the CPU has AVX2 ([`Strings::detect`]).
         #[allow(unsafe_code)]
-        Strings::Avx2 => unsafe { read_avx2(text, nodes) },
-        strings => read_with(strings, text, nodes),
+        Strings::Avx2 => unsafe { read_avx2(text, nodes, stack) },
+        strings => read_with(strings, text, nodes, stack),
     }
 }
 
@@ -95,32 +107,40 @@ pub fn read<'i>(text: &'i [u8], nodes: &mut Vec<Node<'i>>) -> Option<Read> {
 /// cost more than the scan.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn read_avx2<'i>(text: &'i [u8], nodes: &mut Vec<Node<'i>>) -> Option<Read> {
-    read_with(Strings::Avx2, text, nodes)
+fn read_avx2<'i>(text: &'i [u8], nodes: &mut Vec<Node<'i>>, stack: &mut Stack) -> Option<Read> {
+    read_with(Strings::Avx2, text, nodes, stack)
 }
 
 /// [`read`] without AVX2, as on other CPUs: for the tests to compare.
 #[cfg(test)]
-pub(super) fn read_portable<'i>(text: &'i [u8], nodes: &mut Vec<Node<'i>>) -> Option<Read> {
-    read_with(Strings::Bytes, text, nodes)
+pub(super) fn read_portable<'i>(
+    text: &'i [u8],
+    nodes: &mut Vec<Node<'i>>,
+    stack: &mut Stack,
+) -> Option<Read> {
+    read_with(Strings::Bytes, text, nodes, stack)
 }
 
 #[inline(always)]
-fn read_with<'i>(strings: Strings, text: &'i [u8], nodes: &mut Vec<Node<'i>>) -> Option<Read> {
+fn read_with<'i>(
+    strings: Strings,
+    text: &'i [u8],
+    nodes: &mut Vec<Node<'i>>,
+    Stack(stack): &mut Stack,
+) -> Option<Read> {
     nodes.clear();
     let mut old = OldObject::new();
-    let mut stack = [Open::default(); MAX_DEPTH];
-    let (mut depth, mut at) = (0, whitespace(text, 0));
+    let (mut depth, mut at) = (0, 0);
     // The step of the value about to be read: the root is where every path starts.
     let mut step = Some(0);
     'value: loop {
         match *text.get(at)? {
             b'{' => {
-                open(&mut stack, &mut depth, nodes, true, step)?;
+                open(stack, &mut depth, nodes, true, step)?;
                 at = whitespace(text, at + 1);
                 if text.get(at) == Some(&b'}') {
                     at += 1;
-                    close(&mut stack, &mut depth, nodes);
+                    close(stack, &mut depth, nodes);
                 } else {
                     let value;
                     (at, value) = member(strings, text, at, &stack[..depth], &mut old, nodes)?;
@@ -131,11 +151,11 @@ fn read_with<'i>(strings: Strings, text: &'i [u8], nodes: &mut Vec<Node<'i>>) ->
                 }
             }
             b'[' => {
-                open(&mut stack, &mut depth, nodes, false, None)?;
+                open(stack, &mut depth, nodes, false, None)?;
                 at = whitespace(text, at + 1);
                 if text.get(at) == Some(&b']') {
                     at += 1;
-                    close(&mut stack, &mut depth, nodes);
+                    close(stack, &mut depth, nodes);
                 } else {
                     step = None;
                     continue 'value;
@@ -150,40 +170,54 @@ fn read_with<'i>(strings: Strings, text: &'i [u8], nodes: &mut Vec<Node<'i>>) ->
             b'f' => at = literal(text, at, b"false", StaticNode::Bool(false), nodes)?,
             b'n' => at = literal(text, at, b"null", StaticNode::Null, nodes)?,
             b'-' | b'0'..=b'9' => at = number(text, at, nodes)?,
+            // Whitespace is looked for only where a byte is not what is expected there.
+            b' ' | b'\t' | b'\n' | b'\r' => {
+                at = whitespace(text, at + 1);
+                continue 'value;
+            }
             _ => return None,
         }
         // After a value: a comma and the next one, or the end of its object or array.
         loop {
-            at = whitespace(text, at);
             if depth == 0 {
-                return if at == text.len() { old.finish() } else { None };
+                return document_end(text, at, old);
             }
             let open = &mut stack[depth - 1];
-            open.len += 1;
             match *text.get(at)? {
                 b',' => {
-                    at = whitespace(text, at + 1);
+                    open.len += 1;
+                    at += 1;
                     if !open.object {
                         step = None;
                         continue 'value;
                     }
                     let value;
                     (at, value) = member(strings, text, at, &stack[..depth], &mut old, nodes)?;
-                    match value {
-                        Some(next) => {
-                            step = next;
-                            continue 'value;
-                        }
-                        None => continue,
-                    }
+                    let Some(next) = value else { continue };
+                    step = next;
+                    continue 'value;
                 }
-                b'}' if open.object => {}
-                b']' if !open.object => {}
+                b'}' if open.object => open.len += 1,
+                b']' if !open.object => open.len += 1,
+                b' ' | b'\t' | b'\n' | b'\r' => {
+                    at = whitespace(text, at + 1);
+                    continue;
+                }
                 _ => return None,
             }
             at += 1;
-            close(&mut stack, &mut depth, nodes);
+            close(stack, &mut depth, nodes);
         }
+    }
+}
+
+/// The end of the document: nothing but whitespace may follow its value.
+#[inline(always)]
+fn document_end(text: &[u8], at: usize, old: OldObject) -> Option<Read> {
+    if whitespace(text, at) == text.len() {
+        old.finish()
+    } else {
+        None
     }
 }
 
@@ -202,34 +236,27 @@ fn member<'i>(
     old: &mut OldObject,
     nodes: &mut Vec<Node<'i>>,
 ) -> Option<(usize, Option<Option<u8>>)> {
-    if text.get(at) != Some(&b'"') {
-        return None;
-    }
+    let at = expect(text, at, b'"')?;
     let (key, end) = strings.read(text, at)?;
     nodes.push(Node::String(key));
-    let colon = whitespace(text, end);
-    if text.get(colon) != Some(&b':') {
-        return None;
-    }
-    let at = whitespace(text, colon + 1);
+    // The value's first byte is read next, whitespace or not.
+    let at = expect(text, end, b':')? + 1;
     let open = stack[stack.len() - 1];
     // A `match`, not `and_then`: its closure was called, not inlined.
     let found = match open.step {
         Some(node) => STEPS[usize::from(node)].find(key),
         None => None,
     };
-    // The envelope's `oldObject`: each `request` at the root starts over, and one that is not
-    // null replaces the one before.
-    if stack.len() == 1 && key == "request" {
-        old.read_is_skipped = false;
-    }
-    let in_request = stack.len() == 2 && open.step.is_some() && open.step == old.request;
-    if in_request && key == "oldObject" && !text[at..].starts_with(b"null") {
-        old.read_is_skipped = false;
-    }
     let Some(found) = found else {
         return Some((at, Some(None)));
     };
+    // The envelope's `oldObject`: each `request` at the root starts over, and one that is not
+    // null replaces the one before. Both are steps: the root's only one, and the path that
+    // ends at `oldObject` (whose step the open object has only inside a `request` at the root).
+    let at = whitespace(text, at);
+    if open.step == Some(0) && found.next == old.request {
+        old.read_is_skipped = false;
+    }
     match found.last {
         Some(path) if matches!(text.get(at), Some(b'{' | b'[')) => {
             let close = strings.value_end(text, at)?;
@@ -244,6 +271,12 @@ fn member<'i>(
                 old.read_is_skipped = true;
             }
             Some((close + 1, None))
+        }
+        Some(OLD_OBJECT) => {
+            if !text[at..].starts_with(b"null") {
+                old.read_is_skipped = false;
+            }
+            Some((at, Some(found.next)))
         }
         _ => Some((at, Some(found.next))),
     }
@@ -290,6 +323,16 @@ fn close(stack: &mut [Open; MAX_DEPTH], depth: &mut usize, nodes: &mut [Node<'_>
             count,
         }
     };
+}
+
+/// Where `byte` is, at `at` or after whitespace; `None` if another byte comes first.
+#[inline(always)]
+fn expect(text: &[u8], at: usize, byte: u8) -> Option<usize> {
+    if text.get(at) == Some(&byte) {
+        return Some(at);
+    }
+    let at = whitespace(text, at);
+    (text.get(at) == Some(&byte)).then_some(at)
 }
 
 fn whitespace(text: &[u8], mut at: usize) -> usize {

@@ -234,7 +234,8 @@ unsafe fn string_avx2(text: &[u8], open: usize) -> Option<(&str, usize)> {
             continue;
         }
         let first = stops.trailing_zeros();
-        ascii &= high & ((1 << first) - 1) == 0;
+        // The bytes up to the first stop, itself included (a stop is ASCII).
+        ascii &= high & (stops ^ (stops - 1)) == 0;
         let end = at + first as usize;
         if end >= text.len() || text[end] != b'"' {
             return None;

@@ -1,6 +1,7 @@
 use serde_json::Value;
 use simd_json::Node;
 
+use super::Stack;
 use super::read::{Read, read_portable};
 use super::*;
 
@@ -72,11 +73,12 @@ fn blank(
 /// Reads `text`, and checks the tape is simd-json's of the text with [`SKIPPED`] emptied.
 fn read_as_simd_json(text: &str) -> Read {
     let mut nodes = Vec::new();
-    let read = read(text.as_bytes(), &mut nodes).unwrap_or_else(|| panic!("declined {text}"));
+    let read = read(text.as_bytes(), &mut nodes, &mut Stack::default())
+        .unwrap_or_else(|| panic!("declined {text}"));
     assert_eq!(nodes, parsed_blanked(text), "{text}");
     let mut portable = Vec::new();
     assert_eq!(
-        read_portable(text.as_bytes(), &mut portable),
+        read_portable(text.as_bytes(), &mut portable, &mut Stack::default()),
         Some(read.clone())
     );
     assert_eq!(portable, nodes, "without AVX2: {text}");
@@ -117,7 +119,7 @@ fn every_fixture_is_read_as_simd_json_reads_it_blanked() {
                 continue;
             }
             total += 1;
-            if super::read(text.as_bytes(), &mut Vec::new()).is_some() {
+            if super::read(text.as_bytes(), &mut Vec::new(), &mut Stack::default()).is_some() {
                 read_as_simd_json(&text);
                 read += 1;
             }
@@ -137,7 +139,7 @@ fn a_skipped_name_at_another_path_is_read() {
         "oldObject":{"a":1}}"#;
     let mut nodes = Vec::new();
     // (The escaped quotes in "x" make the reader decline; without them it reads every one.)
-    assert!(read(text.as_bytes(), &mut nodes).is_none());
+    assert!(read(text.as_bytes(), &mut nodes, &mut Stack::default()).is_none());
     let text = text.replace(r#""\"labels\":{}""#, r#""labels""#);
     let read = read_as_simd_json(&text);
     assert_eq!(
@@ -179,7 +181,10 @@ fn only_the_old_object_the_envelope_reads_is_skipped() {
         r#"{"request":{"oldObject":{"a":1},"oldObject":"x"}}"#,
         r#"{"request":{"oldObject":{"a":1}},"request":{"uid":"u"}}"#,
     ] {
-        assert!(read(text.as_bytes(), &mut Vec::new()).is_none(), "{text}");
+        assert!(
+            read(text.as_bytes(), &mut Vec::new(), &mut Stack::default()).is_none(),
+            "{text}"
+        );
     }
 }
 
@@ -207,22 +212,26 @@ fn what_the_reader_does_not_read_exactly_is_declined() {
         "{\"a\":\"\u{7f}\u{0}\"}",
         r#"{"request":{"oldObject":{"a":["#,
     ] {
-        assert!(read(text.as_bytes(), &mut Vec::new()).is_none(), "{text:?}");
         assert!(
-            read_portable(text.as_bytes(), &mut Vec::new()).is_none(),
+            read(text.as_bytes(), &mut Vec::new(), &mut Stack::default()).is_none(),
+            "{text:?}"
+        );
+        assert!(
+            read_portable(text.as_bytes(), &mut Vec::new(), &mut Stack::default()).is_none(),
             "{text:?}"
         );
     }
-    assert!(read(b"{\"a\":\"\xff\"}", &mut Vec::new()).is_none());
+    assert!(read(b"{\"a\":\"\xff\"}", &mut Vec::new(), &mut Stack::default()).is_none());
     assert!(
         read(
             b"{\"request\":{\"oldObject\":{\"a\":\"\xff\"}}}",
-            &mut Vec::new()
+            &mut Vec::new(),
+            &mut Stack::default()
         )
         .is_none()
     );
     let deep = format!("{}{}", "[".repeat(65), "]".repeat(65));
-    assert!(read(deep.as_bytes(), &mut Vec::new()).is_none());
+    assert!(read(deep.as_bytes(), &mut Vec::new(), &mut Stack::default()).is_none());
     let fine = format!("{}{}", "[".repeat(64), "]".repeat(64));
     read_as_simd_json(&fine);
 }
@@ -267,6 +276,14 @@ fn the_steps_built_at_compile_time_follow_every_skipped_path() {
             "requestkind",
             "oldObjec",
             "oldObjectt",
+            // A step's slot (its length and last byte), another name.
+            "rasource",
+            "oldXbject",
+            "sta_us",
+            "requestRes0urce",
+            "ownerRef3rences",
+            "opti0ns",
+            "reqXest",
             &long,
         ] {
             assert!(steps.find(key).is_none(), "{key}");
