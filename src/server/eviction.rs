@@ -93,7 +93,7 @@ pub(crate) struct Candidate {
     /// Already asked to close after its answer: not asked twice.
     pub asked: bool,
     /// The client's address (an IPv4-mapped one as IPv4), as the server sees it: behind a
-    /// Service, kube-proxy's DNAT keeps it, unless the cluster masquerades all traffic.
+    /// Service, kube-proxy's DNAT keeps it, or masquerades it as the client's node's.
     pub source: IpAddr,
 }
 

@@ -9,8 +9,8 @@
 //! (200 writes/s, 10 rolls, a drain, a flood of idle TLS connections, a crash) and prints its
 //! table instead of asserting; `ROLL_RATE` sets the rate, `ROLL_ROLLS` the rolls, `ROLL_FLOODS`
 //! the floods, `ROLL_FLOOD_FROM` the flood's address (127.0.0.2, another pod's; the API
-//! server's own, 127.0.0.1, is a cluster that masquerades all Service traffic), `ROLL_BINARY`
-//! another server binary.
+//! server's own, 127.0.0.1, is a flood from the API server's node, as a pod sees it where
+//! kube-proxy masquerades that node's traffic), `ROLL_BINARY` another server binary.
 
 mod balancer;
 mod load;
