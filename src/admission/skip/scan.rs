@@ -183,10 +183,12 @@ impl Strings {
     }
 }
 
-/// [`Strings::read`] 32 bytes at a time: the first quote, backslash or control character, and
-/// whether any byte before it is not ASCII. Inlined into the reader compiled for AVX2: called,
-/// it cost about twice as much (saving and restoring registers), and written with `position`
-/// and `str::from_utf8` about four times as much (docs/performance.md).
+/// [`Strings::read`] with AVX2, for a string that ends within the 32 bytes after its opening
+/// quote (nearly every key and value of a review): one load, three masks, and the string is
+/// ASCII when no byte before its end has its high bit set. Longer strings, and those near the
+/// text's end, take [`string_avx2_long`]. Inlined into the reader compiled for AVX2: called, it
+/// cost about twice as much (saving and restoring registers). Keeping the long case out of
+/// line leaves this one few live values (docs/performance.md).
 ///
 /// # Safety
 /// Only where the CPU has AVX2.
@@ -194,10 +196,78 @@ impl Strings {
 #[inline(always)]
 #[allow(unsafe_code)]
 unsafe fn string_avx2(text: &[u8], open: usize) -> Option<(&str, usize)> {
+    let start = open + 1;
+    let Some(chunk) = text.get(start..start + 32) else {
+        // SAFETY: the CPU has AVX2 (this function's contract).
+        return unsafe { string_avx2_long(text, open) };
+    };
+    // SAFETY: the CPU has AVX2 (this function's contract); `chunk` holds 32 bytes.
+    let (quotes, stops, high) = unsafe { masks_avx2(chunk) };
+    if stops == 0 {
+        // SAFETY: as above.
+        return unsafe { string_avx2_long(text, open) };
+    }
+    let first = stops.trailing_zeros();
+    // The first stop must be the closing quote: a backslash or a control character is declined.
+    if quotes & stops & stops.wrapping_neg() == 0 {
+        return None;
+    }
+    let end = start + first as usize;
+    let bytes = &chunk[..first as usize];
+    // The bytes before the quote: `stops - 1` masks exactly them.
+    let s = if high & (stops - 1) & !stops == 0 {
+        // SAFETY: every byte of `bytes` is below 0x80 (their high bits are clear), and ASCII
+        // is UTF-8.
+        unsafe { std::str::from_utf8_unchecked(bytes) }
+    } else {
+        std::str::from_utf8(bytes).ok()?
+    };
+    Some((s, end + 1))
+}
+
+/// For 32 bytes: where the quotes are, where the string stops (a quote, a backslash or a
+/// control character), and which bytes have their high bit set.
+///
+/// # Safety
+/// Only where the CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(unsafe_code)]
+unsafe fn masks_avx2(chunk: &[u8]) -> (u32, u32, u32) {
     use std::arch::x86_64::{
         __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_min_epu8, _mm256_movemask_epi8,
         _mm256_or_si256, _mm256_set1_epi8,
     };
+    assert!(chunk.len() >= 32);
+    // SAFETY: the CPU has AVX2 (this function's contract); `chunk` holds at least 32 readable
+    // bytes (asserted, and known to the caller's compiler), and `loadu` reads 32 bytes with no
+    // alignment requirement.
+    unsafe {
+        let v = _mm256_loadu_si256(chunk.as_ptr().cast::<__m256i>());
+        let quote = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'"' as i8));
+        let backslash = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'\\' as i8));
+        // Unsigned v <= 0x1f: the control characters a JSON string may not hold as they are.
+        let control = _mm256_cmpeq_epi8(_mm256_min_epu8(v, _mm256_set1_epi8(0x1f)), v);
+        let stops = _mm256_or_si256(_mm256_or_si256(quote, backslash), control);
+        (
+            _mm256_movemask_epi8(quote) as u32,
+            _mm256_movemask_epi8(stops) as u32,
+            _mm256_movemask_epi8(v) as u32,
+        )
+    }
+}
+
+/// [`Strings::read`] 32 bytes at a time, for a string longer than 31 bytes or near the text's
+/// end: the first quote, backslash or control character, and whether any byte before it is
+/// not ASCII.
+///
+/// # Safety
+/// Only where the CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline(never)]
+#[allow(unsafe_code)]
+unsafe fn string_avx2_long(text: &[u8], open: usize) -> Option<(&str, usize)> {
     let start = open + 1;
     let mut at = start;
     let mut ascii = true;
@@ -214,20 +284,8 @@ unsafe fn string_avx2(text: &[u8], open: usize) -> Option<(&str, usize)> {
                 &last
             }
         };
-        // SAFETY: the CPU has AVX2 (this function's contract); `chunk` is a reference to 32
-        // readable bytes, and `loadu` reads 32 bytes with no alignment requirement.
-        let (stops, high) = unsafe {
-            let v = _mm256_loadu_si256(chunk.as_ptr().cast::<__m256i>());
-            let quote = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'"' as i8));
-            let backslash = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'\\' as i8));
-            // Unsigned v <= 0x1f: the control characters a JSON string may not hold as they are.
-            let control = _mm256_cmpeq_epi8(_mm256_min_epu8(v, _mm256_set1_epi8(0x1f)), v);
-            let stops = _mm256_or_si256(_mm256_or_si256(quote, backslash), control);
-            (
-                _mm256_movemask_epi8(stops) as u32,
-                _mm256_movemask_epi8(v) as u32,
-            )
-        };
+        // SAFETY: the CPU has AVX2 (this function's contract).
+        let (_, stops, high) = unsafe { masks_avx2(chunk) };
         if stops == 0 {
             ascii &= high == 0;
             at += 32;

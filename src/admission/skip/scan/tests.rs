@@ -241,3 +241,27 @@ fn an_escape_split_across_blocks_is_followed() {
         }
     }
 }
+
+#[test]
+fn a_string_reads_alike_on_either_side_of_the_32_byte_load() {
+    // The AVX2 reader loads 32 bytes after the opening quote, and takes another way for a
+    // string that does not end in them or a text that ends first: every length around that,
+    // with what follows the closing quote inside the load (not ASCII, a backslash, a control
+    // character) or the text's end right after it.
+    for len in 0..70 {
+        for body in ["a", "é"] {
+            for tail in ["", "é", "\\", "\n", "\"", &"x".repeat(40)] {
+                let text = format!("\"{}\"{tail}", body.repeat(len));
+                let expected = string_bytewise(text.as_bytes(), 0);
+                assert!(expected.is_some(), "{text:?}");
+                assert_eq!(
+                    Strings::detect().read(text.as_bytes(), 0),
+                    expected,
+                    "{text:?}"
+                );
+            }
+            let open = format!("\"{}", body.repeat(len));
+            assert_eq!(Strings::detect().read(open.as_bytes(), 0), None, "{open:?}");
+        }
+    }
+}
