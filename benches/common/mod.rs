@@ -18,18 +18,27 @@ pub const TYPICAL: &str = "typical-create";
 /// the largest object the kube-apiserver stores.
 pub const NEAR_LIMIT_BYTES: usize = 1536 * 1024 - 4096;
 
-/// (table name, file in tests/fixtures/, patch expected from the defaulting webhook).
-const FILES: [(&str, &str, bool); 6] = [
+/// (table name, file in tests/fixtures/ or from the repository's root, patch expected from the
+/// defaulting webhook).
+const FILES: [(&str, &str, bool); 7] = [
     ("minimal-1k", "minimal-empty-spec.json", true),
     (TYPICAL, "mutate-create-kubectl-apply.json", true),
     ("typical-update", "mutate-update-kubectl-apply.json", true),
     ("fully-specified", "fully-specified.json", false),
     ("autoscaling", "autoscaling-enabled.json", true),
+    // Fixture b of issue 36's measures (and `instr-per-request.py`'s first row): the 5.6 KB
+    // `kubectl apply` CREATE the closed-loop bar is stated on.
+    ("apply-5k", "benches/fixtures/b-kubectl-apply.json", true),
     ("large-100k", "large-annotations.json", true),
 ];
 
 pub fn read(file: &str) -> Vec<u8> {
-    let path = format!("{}/tests/fixtures/{file}", env!("CARGO_MANIFEST_DIR"));
+    let root = env!("CARGO_MANIFEST_DIR");
+    let path = if file.contains('/') {
+        format!("{root}/{file}")
+    } else {
+        format!("{root}/tests/fixtures/{file}")
+    };
     std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
 }
 
