@@ -17,7 +17,7 @@
 //! Honesty rules: each of our iterations takes the path the server takes (`server/body.rs`'s `Plan`): a
 //! body of at most `budget::SMALL` bytes that came in one frame (a review of a few KB does) is
 //! read where it lies (`Review::answer_in_place`), a larger one is copied into a buffer sized
-//! like the server's (body length + simd-json padding) and parsed whole (`answer_whole`); the
+//! like the server's (body length + simd-json padding) and answered from it (`answer`); the
 //! response buffer is allocated as the server allocates it. All of it is timed (`parse-only`
 //! shows what a whole parse costs: a copy plus simd-json's tape). The baseline parses straight
 //! from the shared fixture slice, as `serde_json::from_slice` on collected `Bytes` would.
@@ -61,7 +61,7 @@ fn allocations_per_call(iters: u64, mut f: impl FnMut()) -> (f64, f64) {
 
 /// Ours, as `server/body.rs` reads a body over HTTP/1: read where it lies when it declares
 /// at most `budget::SMALL` bytes (a body in one frame), else copied into a buffer of the
-/// server's size (length + padding) and parsed whole; a fresh 2 KiB response buffer
+/// server's size (length + padding) and answered from it; a fresh 2 KiB response buffer
 /// (`server/answer.rs`'s).
 fn ours(webhook: Webhook, fixture: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(2048);
@@ -69,7 +69,7 @@ fn ours(webhook: Webhook, fixture: &[u8]) -> Vec<u8> {
     let verdict = if fixture.len() <= budget::SMALL {
         review.answer_in_place(fixture, &mut out)
     } else {
-        review.answer_whole(&mut copied(fixture), &mut out)
+        review.answer(&mut copied(fixture), &mut out)
     };
     verdict.expect("every fixture is an answerable AdmissionReview");
     out

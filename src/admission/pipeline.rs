@@ -121,8 +121,7 @@ impl Review<'_> {
     }
 
     /// [`answer`](Self::answer) parsing the whole body with simd-json, what no rule reads
-    /// included: for a large body (the server accounts for its parse's memory up front,
-    /// docs/memory.md), when the reader declines, and to compare with.
+    /// included: when the reader declines, and to compare with.
     pub fn answer_whole(
         &self,
         body: &mut Vec<u8>,

@@ -19,13 +19,16 @@ use crate::admission::{BadReview, Review, Verdict};
 /// | at most 256 KiB | HTTP/1 | 2 to [`MAX_FRAMES`] frames | the frames | `Review::answer`, on one copy of exactly its size |
 /// | at most 256 KiB | HTTP/1 | more frames | a growing buffer | `Review::answer` |
 /// | at most 256 KiB | HTTP/2 | any | a growing buffer | `Review::answer` |
-/// | over 256 KiB, or none (chunked) | any | any | a growing buffer | `Review::answer_whole`, its parse's memory taken from the budget first |
+/// | over 256 KiB, or none (chunked) | any | any | a growing buffer | `Review::answer`, the memory of a whole parse taken from the budget first |
 ///
 /// A declared small body draws on the budget's reserved pool ([`Pool::for_declared`]), any
 /// other on the rest. Frames are held only over HTTP/1: over HTTP/2 a stream's frames pin the
-/// connection's shared read buffer wherever they lie. A large body is parsed whole because the
-/// budget charges what that parse costs ([`budget::parse_cost`]), which the reader's skipping
-/// parse cannot be charged for up front.
+/// connection's shared read buffer wherever they lie. A large body is charged what parsing it
+/// whole costs ([`budget::parse_cost`]) before it is read: that covers the reader's tape (the
+/// whole parse's nodes with the skipped members emptied, in a vector that at most doubles past
+/// them, where the whole parse reserves a node for each of the text's structural characters,
+/// at least two a node) and the whole parse the pipeline falls back to when the reader
+/// declines, which runs after the reader's tape is freed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Plan {
     /// The budget's pool the body draws on.
@@ -52,8 +55,8 @@ pub(super) enum Ready {
     InPlace(Bytes),
     /// A buffer of exactly the body and the parser's padding, read skipping what no rule reads.
     Copied(Vec<u8>),
-    /// A large body, parsed whole.
-    Whole(Vec<u8>),
+    /// A large body, its whole parse's memory taken from the budget.
+    Large(Vec<u8>),
 }
 
 impl Ready {
@@ -82,7 +85,7 @@ impl Ready {
             Received::Buffer(body) if grant.pool() == Pool::Large => {
                 let needed = body.capacity() + budget::parse_cost(&body);
                 grant.grow_to(needed, deadline).await?;
-                Ok(Ready::Whole(body))
+                Ok(Ready::Large(body))
             }
             Received::Buffer(body) => Ok(Ready::Copied(body)),
         }
@@ -92,8 +95,7 @@ impl Ready {
     pub fn answer(&mut self, review: &Review<'_>, out: &mut Vec<u8>) -> Result<Verdict, BadReview> {
         match self {
             Ready::InPlace(body) => review.answer_in_place(body, out),
-            Ready::Copied(body) => review.answer(body, out),
-            Ready::Whole(body) => review.answer_whole(body, out),
+            Ready::Copied(body) | Ready::Large(body) => review.answer(body, out),
         }
     }
 }

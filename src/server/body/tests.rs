@@ -156,7 +156,7 @@ async fn a_body_in_several_frames_is_copied_once_to_its_exact_size() {
 }
 
 #[tokio::test]
-async fn a_buffered_body_is_parsed_whole_only_when_large() {
+async fn a_buffered_body_is_charged_a_whole_parse_only_when_large() {
     let (budget, metrics) = setup();
     let mut grant = budget.grant(Pool::Small);
     let ready = Ready::take(Received::Buffer(vec![b'1'; 1000]), &mut grant, soon()).await;
@@ -167,7 +167,7 @@ async fn a_buffered_body_is_parsed_whole_only_when_large() {
     let body = b"[0,".repeat(20_000);
     let cost = body.capacity() + budget::parse_cost(&body);
     let ready = Ready::take(Received::Buffer(body), &mut grant, soon()).await;
-    assert!(matches!(ready, Ok(Ready::Whole(_))), "{ready:?}");
+    assert!(matches!(ready, Ok(Ready::Large(_))), "{ready:?}");
     assert!(grant.bytes() >= cost, "the parse's memory is held");
     drop(grant);
     all_returned(&budget, &metrics).await;
