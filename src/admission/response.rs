@@ -151,19 +151,26 @@ impl From<&TypeError> for Cause {
     }
 }
 
+/// The response's start up to the uid's value, by version.
+const HEAD_V1: &[u8] =
+    b"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":";
+const HEAD_V1BETA1: &[u8] = b"{\"apiVersion\":\"admission.k8s.io/v1beta1\",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":";
+
 /// Writes the whole AdmissionReview response into `out` (appending).
 pub fn write(out: &mut Vec<u8>, version: ApiVersion, uid: &str, response: &Response<'_>) {
-    out.extend_from_slice(b"{\"apiVersion\":\"");
-    out.extend_from_slice(version.as_str().as_bytes());
-    out.extend_from_slice(b"\",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":");
+    // The constant runs are written one copy each (a call to `memcpy` apiece).
+    out.extend_from_slice(match version {
+        ApiVersion::V1 => HEAD_V1,
+        ApiVersion::V1Beta1 => HEAD_V1BETA1,
+    });
     write_str(out, uid);
-    out.extend_from_slice(if response.allowed {
-        b",\"allowed\":true"
-    } else {
-        b",\"allowed\":false"
+    out.extend_from_slice(match (response.allowed, response.patch.is_some()) {
+        (true, true) => b",\"allowed\":true,\"patchType\":\"JSONPatch\",\"patch\":\"",
+        (true, false) => b",\"allowed\":true",
+        (false, true) => b",\"allowed\":false,\"patchType\":\"JSONPatch\",\"patch\":\"",
+        (false, false) => b",\"allowed\":false",
     });
     if let Some(patch) = response.patch {
-        out.extend_from_slice(b",\"patchType\":\"JSONPatch\",\"patch\":\"");
         out.extend_from_slice(patch);
         out.push(b'"');
     }
@@ -189,21 +196,25 @@ fn write_audit(out: &mut Vec<u8>, audit: Audit<'_>) {
         Audit::None => {}
         Audit::Changes(changes) => {
             let mut first = true;
+            // The keys, each written with what comes before it in one constant.
+            enum Key {
+                Defaulted,
+                Removed,
+            }
             for (key, change) in [
-                ("defaulted", Change::Defaulted),
-                ("removed", Change::Removed),
+                (Key::Defaulted, Change::Defaulted),
+                (Key::Removed, Change::Removed),
             ] {
                 if !changes.any(change) {
                     continue;
                 }
-                out.extend_from_slice(if first {
-                    b",\"auditAnnotations\":{\""
-                } else {
-                    b",\""
+                out.extend_from_slice(match (first, key) {
+                    (true, Key::Defaulted) => b",\"auditAnnotations\":{\"defaulted\":\"",
+                    (true, Key::Removed) => b",\"auditAnnotations\":{\"removed\":\"",
+                    (false, Key::Defaulted) => b",\"defaulted\":\"",
+                    (false, Key::Removed) => b",\"removed\":\"",
                 });
                 first = false;
-                out.extend_from_slice(key.as_bytes());
-                out.extend_from_slice(b"\":\"");
                 changes.write_paths(change, out);
                 out.push(b'"');
             }
@@ -292,6 +303,19 @@ mod tests {
                    "response": {"uid": "u-\"1\"", "allowed": true, "patchType": "JSONPatch", "patch": "W10=",
                                 "warnings": ["w1", "w\"2"]}})
         );
+    }
+
+    #[test]
+    fn the_head_names_the_version() {
+        for version in [ApiVersion::V1, ApiVersion::V1Beta1] {
+            let mut out = Vec::new();
+            write(&mut out, version, "u", &Response::allowed());
+            let expected = format!(
+                r#"{{"apiVersion":"{}","kind":"AdmissionReview","response":{{"uid":"u","allowed":true}}}}"#,
+                version.as_str()
+            );
+            assert_eq!(String::from_utf8(out).unwrap(), expected);
+        }
     }
 
     #[test]
