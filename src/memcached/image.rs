@@ -48,10 +48,13 @@ pub fn check(s: &str) -> Result<(), ImageError> {
     if s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
         return Err(E::HexName);
     }
-    let (rest, digest) = s.split_once('@').map_or((s, None), |(r, d)| (r, Some(d)));
+    let (rest, digest) = split_once(s, b'@').map_or((s, None), |(r, d)| (r, Some(d)));
     // A tag follows the first ':' after the last '/'; any earlier ':' belongs to a registry port.
-    let slash = rest.rfind('/').map_or(0, |i| i + 1);
-    let (name, tag) = match rest.get(slash..).and_then(|tail| tail.find(':')) {
+    let slash = rest.bytes().rposition(|b| b == b'/').map_or(0, |i| i + 1);
+    let (name, tag) = match rest
+        .get(slash..)
+        .and_then(|tail| tail.bytes().position(|b| b == b':'))
+    {
         Some(i) => (
             rest.get(..slash + i).unwrap_or(rest),
             rest.get(slash + i + 1..),
@@ -61,27 +64,27 @@ pub fn check(s: &str) -> Result<(), ImageError> {
     if name.is_empty() {
         return Err(E::MissingName);
     }
-    if name.split('/').any(str::is_empty) {
+    if name.split(is_slash).any(str::is_empty) {
         return Err(E::EmptyComponent);
     }
 
     // The kubelet's split: a first component with '.' or ':', `localhost`, or capitals is a host.
-    let host = name.split_once('/').filter(|(first, _)| {
-        first.contains(['.', ':']) || *first == "localhost" || has_upper(first)
+    let host = split_once(name, b'/').filter(|(first, _)| {
+        first.bytes().any(|b| b == b'.' || b == b':') || *first == "localhost" || has_upper(first)
     });
     let path = host.map_or(name, |(_, path)| path);
     if has_upper(path) {
         return Err(E::Uppercase(path.to_owned()));
     }
     // The grammar itself only needs one reading to match: with a host, or all path components.
-    let with_host = name
-        .split_once('/')
-        .is_some_and(|(first, path)| is_domain(first) && path.split('/').all(is_path_component));
-    if !with_host && !name.split('/').all(is_path_component) {
+    let with_host = split_once(name, b'/').is_some_and(|(first, path)| {
+        is_domain(first) && path.split(is_slash).all(is_path_component)
+    });
+    if !with_host && !name.split(is_slash).all(is_path_component) {
         return Err(match host {
             Some((first, _)) if !is_domain(first) => E::InvalidRegistry(first.to_owned()),
             _ => {
-                let mut components = path.split('/').filter(|c| !is_path_component(c));
+                let mut components = path.split(is_slash).filter(|c| !is_path_component(c));
                 E::InvalidComponent(components.next().unwrap_or(path).to_owned())
             }
         });
@@ -90,7 +93,7 @@ pub fn check(s: &str) -> Result<(), ImageError> {
         Some(("index.docker.io", _)) | None => ("docker.io", host.map_or(name, |(_, p)| p)),
         Some(split) => split,
     };
-    let library = if domain == "docker.io" && !path.contains('/') {
+    let library = if domain == "docker.io" && !path.bytes().any(|b| b == b'/') {
         "library/".len()
     } else {
         0
@@ -126,14 +129,14 @@ fn is_domain(d: &str) -> bool {
         let ipv6 = !ip.is_empty() && ip.bytes().all(|b| b.is_ascii_hexdigit() || b == b':');
         return ipv6 && (after.is_empty() || after.strip_prefix(':').is_some_and(is_port));
     }
-    let (host, port) = d.split_once(':').map_or((d, None), |(h, p)| (h, Some(p)));
+    let (host, port) = split_once(d, b':').map_or((d, None), |(h, p)| (h, Some(p)));
     let component = |c: &str| {
         let edge = |b: Option<&u8>| b.is_some_and(u8::is_ascii_alphanumeric);
         edge(c.as_bytes().first())
             && edge(c.as_bytes().last())
             && c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
     };
-    port.is_none_or(is_port) && host.split('.').all(component)
+    port.is_none_or(is_port) && host.split(is_dot).all(component)
 }
 
 /// `[a-z0-9]+ (([._]|__|[-]+) [a-z0-9]+)*`.
@@ -145,9 +148,35 @@ fn is_path_component(c: &str) -> bool {
             .all(|sep| matches!(sep, "" | "." | "_" | "__") || sep.bytes().all(|b| b == b'-'))
 }
 
-/// Go's `strings.ToLower(s) != s`.
+/// Go's `strings.ToLower(s) != s`. An ASCII string (every image the fixtures hold) has a
+/// capital exactly where an ASCII letter is one.
 fn has_upper(s: &str) -> bool {
+    if s.is_ascii() {
+        return s.bytes().any(|b| b.is_ascii_uppercase());
+    }
     s.chars().any(|c| c.to_lowercase().ne(std::iter::once(c)))
+}
+
+// The searches below look for ASCII bytes, which never occur inside a multi-byte UTF-8
+// sequence, so a byte's index is a character boundary, as `str::find` would give it. Written as
+// byte loops (and `split` with a closure) they are inlined: the `char` pattern's searcher is a
+// call into `memchr` for every search, dear on strings of a few bytes (an image is checked on
+// every validation; docs/performance.md).
+
+/// `str::split`'s pattern for the components of a path.
+fn is_slash(c: char) -> bool {
+    c == '/'
+}
+
+/// `str::split`'s pattern for the components of a host.
+fn is_dot(c: char) -> bool {
+    c == '.'
+}
+
+/// `s.split_once(b as char)` for an ASCII byte.
+fn split_once(s: &str, b: u8) -> Option<(&str, &str)> {
+    let i = s.bytes().position(|x| x == b)?;
+    Some((s.get(..i)?, s.get(i + 1..)?))
 }
 
 /// `[\w][\w.-]{0,127}` with ASCII `\w`.

@@ -14,9 +14,9 @@ fn default(object: &J) -> (J, J, Vec<String>) {
     let mut patch = Patch::new(&mut buf);
     let mut warnings = Vec::new();
     apply(&mc.spec, &mut patch, &mut warnings);
-    let ops: J = patch
-        .finish()
-        .map_or(json!([]), |p| serde_json::from_slice(p).unwrap());
+    let ops: J = patch.finish().map_or(json!([]), |p| {
+        serde_json::from_slice(&crate::patch::decoded(p)).unwrap()
+    });
     let mut patched = object.clone();
     let p: json_patch::Patch = serde_json::from_value(ops.clone()).unwrap();
     json_patch::patch(&mut patched, &p).expect("the patch applies");

@@ -68,9 +68,9 @@ pub(super) fn defaulted(object: &J) -> J {
     let mut buf = Vec::new();
     let mut patch = Patch::new(&mut buf);
     defaults::apply(&mc.spec, &mut patch, &mut Vec::new());
-    let ops: J = patch
-        .finish()
-        .map_or(json!([]), |p| serde_json::from_slice(p).unwrap());
+    let ops: J = patch.finish().map_or(json!([]), |p| {
+        serde_json::from_slice(&crate::patch::decoded(p)).unwrap()
+    });
     let mut patched = object.clone();
     let p: json_patch::Patch = serde_json::from_value(ops).unwrap();
     json_patch::patch(&mut patched, &p).unwrap();
