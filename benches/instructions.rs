@@ -32,17 +32,17 @@ use memcached_webhook::autoscalers::{Autoscalers, Controller, Kind, Object, Sync
 
 /// `Ir` ceilings: the count on 2026-12-07 (x86_64, AVX2) plus 10 %, rounded up to 50, measured
 /// on the server's entry for a body in one frame (`Review::answer_in_place`): typical CREATE
-/// 14,328, the 5.6 KB `kubectl apply` CREATE 28,656, UPDATE 18,992 (mutate) and 18,609
-/// (validate), 100 KB 129,260, denial 40,797, admitted validation 13,874 and 14,232 through the
+/// 12,701, the 5.6 KB `kubectl apply` CREATE 24,797, UPDATE 16,439 (mutate) and 17,098
+/// (validate), 100 KB 127,336, denial 39,817, admitted validation 13,027 and 13,349 through the
 /// autoscaler index. History in docs/performance.md.
-const CREATE_IR: u64 = 15_800;
-const APPLY_CREATE_IR: u64 = 31_550;
-const UPDATE_IR: u64 = 20_900;
-const VALIDATE_UPDATE_IR: u64 = 20_500;
-const LARGE_IR: u64 = 142_200;
-const DENIAL_IR: u64 = 44_900;
-const ADMIT_IR: u64 = 15_300;
-const ADMIT_INDEXED_IR: u64 = 15_700;
+const CREATE_IR: u64 = 14_000;
+const APPLY_CREATE_IR: u64 = 27_300;
+const UPDATE_IR: u64 = 18_100;
+const VALIDATE_UPDATE_IR: u64 = 18_850;
+const LARGE_IR: u64 = 140_100;
+const DENIAL_IR: u64 = 43_800;
+const ADMIT_IR: u64 = 14_350;
+const ADMIT_INDEXED_IR: u64 = 14_700;
 
 /// What a measured call gets: the review's inputs, the request body, and a fresh 2 KiB
 /// response buffer (`server/answer.rs`'s).
