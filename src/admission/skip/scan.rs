@@ -214,7 +214,7 @@ unsafe fn string_avx2(text: &[u8], open: usize) -> Option<(&str, usize)> {
     }
     let end = start + first as usize;
     let bytes = &chunk[..first as usize];
-    // The bytes before the quote: `stops - 1` masks exactly them.
+    // The bytes before the quote: `(stops - 1) & !stops` masks exactly them.
     let s = if high & (stops - 1) & !stops == 0 {
         // SAFETY: every byte of `bytes` is below 0x80 (their high bits are clear), and ASCII
         // is UTF-8.

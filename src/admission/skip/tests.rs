@@ -290,3 +290,42 @@ fn the_steps_built_at_compile_time_follow_every_skipped_path() {
         }
     }
 }
+
+#[test]
+fn the_tape_stays_within_what_the_budget_charges_a_whole_parse() {
+    // The server charges a large body `parse_cost` (simd-json's tape, a node for each structural
+    // character, and its buffers) and then reads it with this reader (`server/body.rs`): its
+    // tape, grown by doubling, must fit in that. Dense small values are the worst case.
+    let mut texts: Vec<String> = vec![
+        format!("[{}0]", "0,".repeat(70_000)),
+        format!("[{}[]]", "{},".repeat(40_000)),
+        format!(
+            "{{{}\"z\":1}}",
+            (0..30_000)
+                .map(|i| format!("\"{i}\":\"\","))
+                .collect::<String>()
+        ),
+        format!("{}{}", "[".repeat(64), "]".repeat(64)),
+    ];
+    for dir in ["tests/fixtures", "benches/fixtures"] {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "json") {
+                texts.push(std::fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
+    for text in &texts {
+        let mut nodes = Vec::new();
+        if read(text.as_bytes(), &mut nodes, &mut Stack::default()).is_none() {
+            continue;
+        }
+        let tape = nodes.capacity() * std::mem::size_of::<Node<'_>>();
+        let charged = crate::server::budget::parse_cost(text.as_bytes());
+        assert!(
+            tape <= charged,
+            "a tape of {tape} bytes, {charged} charged, for {} bytes",
+            text.len()
+        );
+    }
+}
