@@ -22,6 +22,16 @@
 //! - `LATENCY_SMOKE=1`: 200 requests per case, one round, no gate.
 //! - `LATENCY_FLOOR_NODELAY=0`: leave Nagle on in the floor (it sets `TCP_NODELAY` by default,
 //!   as our server, `src/server.rs`, and Go's servers and clients do), to see what Nagle costs.
+//! - `LATENCY_RATE` (unset): an open loop instead of the closed one: the connections send this
+//!   many requests a second in all, each on its own fixed schedule, and a latency counts from
+//!   when its request was due if the previous answer kept it waiting (no coordinated omission).
+//!   Over HTTP/2 the loops then share one connection, as the apiserver's calls do. Issue 36's
+//!   bar: p99 at 2,000 a second. Give each connection 2 ms or more between requests
+//!   (`LATENCY_CONNECTIONS` >= rate / 500): tokio's timer wakes up to 1 ms late.
+//! - `LATENCY_ONLY` (unset): only the fixtures whose name contains it, each through the
+//!   defaulting webhook over HTTP/1.1 and HTTP/2 (e.g. `apply-5k`, fixture b).
+//! - `LATENCY_PIN=1`: the server runtime's threads on CPU 0 and the clients' on CPU 1, as the
+//!   issue's measurements pinned server and load tool (needs two CPUs).
 //! - `LATENCY_LOG=1`: install the production log subscriber (text, info) writing to
 //!   /dev/null through its queue, as the binary does by default (allowed admissions log at
 //!   debug, so this shows what the disabled line costs; with
@@ -78,6 +88,12 @@ struct Settings {
     max_ratio: f64,
     smoke: bool,
     log: bool,
+    /// `LATENCY_RATE`: requests a second in all, open loop; `None` is the closed loop.
+    rate: Option<f64>,
+    /// `LATENCY_ONLY`: the fixtures whose name contains it, each over HTTP/1.1 and HTTP/2.
+    only: Option<String>,
+    /// `LATENCY_PIN=1`: the server runtime's threads on CPU 0, the clients' on CPU 1.
+    pin: bool,
 }
 
 impl Settings {
@@ -99,6 +115,9 @@ impl Settings {
             max_ratio: var("LATENCY_MAX_RATIO").unwrap_or(DEFAULT_MAX_RATIO),
             smoke,
             log: flag("LATENCY_LOG"),
+            rate: var("LATENCY_RATE"),
+            only: std::env::var("LATENCY_ONLY").ok(),
+            pin: flag("LATENCY_PIN"),
         }
     }
 }
@@ -121,18 +140,32 @@ fn main() -> ExitCode {
     let servers = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name(SERVER_THREADS)
+        .on_thread_start(pin_to(settings.pin.then_some(0)))
         .enable_all()
         .build()
         .expect("the server runtime starts");
     let clients = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("bench-client")
+        .on_thread_start(pin_to(settings.pin.then_some(1)))
         .enable_all()
         .build()
         .expect("the client runtime starts");
     let code = clients.block_on(run(settings, servers.handle().clone()));
     servers.shutdown_background();
     code
+}
+
+/// A runtime's thread start hook that keeps the thread on `cpu` (none: anywhere), so that
+/// servers and clients do not take each other's core, as the issue's measurements pinned them.
+fn pin_to(cpu: Option<usize>) -> impl Fn() + Send + Sync + 'static {
+    move || {
+        if let Some(cpu) = cpu {
+            let mut set = rustix::thread::CpuSet::new();
+            set.set(cpu);
+            rustix::thread::sched_setaffinity(None, &set).expect("the thread can be pinned");
+        }
+    }
 }
 
 /// The name of every server thread (tokio workers and blocking pool).
@@ -362,6 +395,26 @@ impl Sender {
         }
     }
 
+    /// Another handle on the same HTTP/2 connection (HTTP/1.1 has one request at a time).
+    fn share(&self) -> Option<Sender> {
+        match self {
+            Sender::H1(_) => None,
+            Sender::H2(s) => Some(Sender::H2(s.clone())),
+        }
+    }
+
+    /// Sends `n` unmeasured requests; returns how many were not answered 200.
+    async fn warm_up(&mut self, path: &str, body: &Bytes, n: usize) -> usize {
+        let mut errors = 0;
+        for _ in 0..n {
+            self.ready().await;
+            if !matches!(self.post(path, body).await, Ok((StatusCode::OK, _))) {
+                errors += 1;
+            }
+        }
+        errors
+    }
+
     async fn ready(&mut self) {
         let ready = match self {
             Sender::H1(s) => s.ready().await,
@@ -447,34 +500,58 @@ impl Run {
     }
 }
 
-/// Drives `addr` in a closed loop. Connections are opened and warmed up (unmeasured) first,
-/// then all loops start together; with [`Mode::FreshHandshake`] each request opens its own.
+/// How one run loads a server: `requests` over `connections`, in a closed loop (each connection
+/// sends its next request when the last is answered) or, with `rate`, open: each connection
+/// sends on a fixed schedule (`rate` requests a second in all), whatever the answers do.
+#[derive(Clone, Copy)]
+struct Load {
+    requests: usize,
+    connections: usize,
+    rate: Option<f64>,
+}
+
+/// Drives `addr` by `load`. Connections are opened and warmed up (unmeasured) first, then all
+/// loops start together; with [`Mode::FreshHandshake`] each request opens its own. At a fixed
+/// rate over HTTP/2 the loops share one connection, as the apiserver multiplexes its calls.
 async fn drive(
     addr: SocketAddr,
     tls: Arc<rustls::ClientConfig>,
     mode: Mode,
-    path: &'static str,
-    body: Bytes,
-    requests: usize,
-    connections: usize,
+    (path, body): (&'static str, Bytes),
+    load: Load,
 ) -> Run {
+    let Load {
+        requests,
+        connections,
+        rate,
+    } = load;
     let next = Arc::new(AtomicUsize::new(0));
     let start = Arc::new(tokio::sync::Barrier::new(connections + 1));
     let warmup = (requests / connections / 20).clamp(5, 200);
+    let shared = match (mode, rate) {
+        (Mode::Http2, Some(_)) => Some(Sender::open(addr, &tls, mode).await),
+        _ => None,
+    };
+    // Open loop: connection `j` sends at `begin + j * gap / connections + i * gap`.
+    let gap = rate.map(|rate| Duration::from_secs_f64(connections as f64 / rate));
+    let begin = Arc::new(std::sync::OnceLock::<Instant>::new());
     let mut tasks = Vec::with_capacity(connections);
-    for _ in 0..connections {
+    for j in 0..connections {
         let (next, start, tls, body) = (next.clone(), start.clone(), tls.clone(), body.clone());
+        let begin = begin.clone();
+        let shared = shared.as_ref().and_then(Sender::share);
         tasks.push(tokio::spawn(async move {
-            let mut sender = Sender::open(addr, &tls, mode).await;
-            let mut errors = 0;
-            for _ in 0..warmup {
-                sender.ready().await;
-                if !matches!(sender.post(path, &body).await, Ok((StatusCode::OK, _))) {
-                    errors += 1;
-                }
-            }
+            let mut sender = match shared {
+                Some(sender) => sender,
+                None => Sender::open(addr, &tls, mode).await,
+            };
+            let mut errors = sender.warm_up(path, &body, warmup).await;
             start.wait().await;
             let mut latencies = histogram();
+            let mut due = gap.map(|gap| {
+                *begin.get_or_init(Instant::now) + gap.mul_f64(j as f64 / connections as f64)
+            });
+            let mut answered = Instant::now();
             while next.fetch_add(1, Ordering::Relaxed) < requests {
                 let started;
                 let answer = if mode == Mode::FreshHandshake {
@@ -482,22 +559,38 @@ async fn drive(
                     let mut fresh = Sender::open(addr, &tls, mode).await;
                     fresh.post(path, &body).await
                 } else {
+                    if let Some(due) = due {
+                        tokio::time::sleep_until(due.into()).await;
+                    }
                     sender.ready().await;
-                    started = Instant::now();
+                    started = match due {
+                        // The last answer came after this request was due: the wait it caused
+                        // counts (no coordinated omission). A late timer's does not: that is
+                        // the bench's, not the server's.
+                        Some(due) if answered > due => due,
+                        _ => Instant::now(),
+                    };
                     sender.post(path, &body).await
                 };
-                let micros = started.elapsed().as_micros();
+                answered = Instant::now();
+                let micros = answered.duration_since(started).as_micros();
                 match answer {
                     Ok((StatusCode::OK, _)) => {
                         latencies.saturating_record(u64::try_from(micros).unwrap_or(u64::MAX));
                     }
                     _ => errors += 1,
                 }
+                due = due.zip(gap).map(|(due, gap)| due + gap);
             }
             (latencies, errors)
         }));
     }
     start.wait().await;
+    collect(tasks).await
+}
+
+/// The measured requests of `tasks`, started a moment ago, with the server CPU they used.
+async fn collect(tasks: Vec<tokio::task::JoinHandle<(Histogram<u64>, usize)>>) -> Run {
     let started = Instant::now();
     let cpu_before = server_threads_cpu();
     let mut run = Run::empty();
@@ -536,8 +629,16 @@ struct Measured {
     case: Case,
     ours: Run,
     floor: Run,
-    /// Each round's ours / floor: (req/s, server CPU per request).
-    rounds: Vec<(f64, f64)>,
+    /// Each round's ours / floor.
+    rounds: Vec<Ratios>,
+}
+
+/// One round's ours / floor.
+struct Ratios {
+    throughput: f64,
+    /// Server CPU per request.
+    cpu: f64,
+    p99: f64,
 }
 
 fn requests_for(base: usize, bytes: usize, mode: Mode) -> usize {
@@ -622,11 +723,32 @@ async fn start_servers(
 }
 
 fn print_header(settings: &Settings) {
+    if let Some(rate) = settings.rate
+        && (settings.connections as f64) / rate < 0.002
+    {
+        // A request late by the timer (tokio's resolution is 1 ms) can then keep the next one
+        // waiting, and that wait counts as the server's.
+        eprintln!(
+            "latency: WARNING: each connection sends more often than every 2 ms; raise \
+             LATENCY_CONNECTIONS to at least {:.0} for latencies the timer does not inflate",
+            (rate * 0.002).ceil()
+        );
+    }
     println!(
-        "latency: {} connection(s), closed loop, {} round(s) alternating floor and ours, servers and \
-         clients on runtimes of 2 workers each, {} cores, logging {}{}",
+        "latency: {} connection(s), {}, {} round(s) alternating floor and ours, servers and \
+         clients on runtimes of 2 workers each{}, {} cores, logging {}{}",
         settings.connections,
+        settings
+            .rate
+            .map_or("closed loop".to_string(), |rate| format!(
+                "open loop at {rate} requests a second (from when each was due)"
+            )),
         settings.rounds,
+        if settings.pin {
+            " (servers pinned to CPU 0, clients to CPU 1)"
+        } else {
+            ""
+        },
         std::thread::available_parallelism().map_or(0, usize::from),
         if settings.log {
             "on (to /dev/null)"
@@ -666,24 +788,22 @@ async fn measure(
     let mut ratios = Vec::new();
     let rounds = settings.rounds.max(1);
     let per_round = case.requests.div_ceil(rounds);
-    let (path, c) = (webhook.path(), settings.connections);
+    let load = Load {
+        requests: per_round,
+        connections: settings.connections,
+        rate: settings.rate,
+    };
+    let path = webhook.path();
     for _ in 0..rounds {
         let body = case.body.clone();
-        let floor_round = drive(
-            floor_addr,
-            tls.clone(),
-            mode,
-            path,
-            body.clone(),
-            per_round,
-            c,
-        )
-        .await;
-        let ours_round = drive(ours_addr, tls.clone(), mode, path, body, per_round, c).await;
-        ratios.push((
-            ours_round.throughput() / floor_round.throughput().max(1e-9),
-            ours_round.cpu_per_request() / floor_round.cpu_per_request().max(1e-9),
-        ));
+        let floor_round = drive(floor_addr, tls.clone(), mode, (path, body.clone()), load).await;
+        let ours_round = drive(ours_addr, tls.clone(), mode, (path, body), load).await;
+        let p99 = |run: &Run| run.latencies.value_at_quantile(0.99).max(1) as f64;
+        ratios.push(Ratios {
+            throughput: ours_round.throughput() / floor_round.throughput().max(1e-9),
+            cpu: ours_round.cpu_per_request() / floor_round.cpu_per_request().max(1e-9),
+            p99: p99(&ours_round) / p99(&floor_round),
+        });
         floor.merge(floor_round);
         ours.merge(ours_round);
     }
@@ -715,13 +835,27 @@ async fn run(settings: Settings, servers: tokio::runtime::Handle) -> ExitCode {
         .expect("the typical fixture");
     let started = start_servers(&servers, &certs, typical).await;
 
-    let mut cases: Vec<_> = fixtures
-        .iter()
-        .map(|f| (f, Mode::KeepAlive, Webhook::Mutate))
-        .collect();
-    cases.push((typical, Mode::KeepAlive, Webhook::Validate));
-    cases.push((typical, Mode::FreshHandshake, Webhook::Mutate));
-    cases.push((typical, Mode::Http2, Webhook::Mutate));
+    let cases: Vec<_> = match &settings.only {
+        Some(only) => fixtures
+            .iter()
+            .filter(|f| f.name.contains(only.as_str()))
+            .flat_map(|f| [Mode::KeepAlive, Mode::Http2].map(|mode| (f, mode, Webhook::Mutate)))
+            .collect(),
+        None => {
+            let mut cases: Vec<_> = fixtures
+                .iter()
+                .map(|f| (f, Mode::KeepAlive, Webhook::Mutate))
+                .collect();
+            cases.push((typical, Mode::KeepAlive, Webhook::Validate));
+            cases.push((typical, Mode::FreshHandshake, Webhook::Mutate));
+            cases.push((typical, Mode::Http2, Webhook::Mutate));
+            cases
+        }
+    };
+    if cases.is_empty() {
+        eprintln!("latency: LATENCY_ONLY={:?} names no fixture", settings.only);
+        return ExitCode::FAILURE;
+    }
 
     print_header(&settings);
     let mut results = Vec::new();
@@ -850,11 +984,11 @@ fn report(settings: &Settings, results: &[Measured]) {
          most of the machine's drift): ours / floor, the median of the rounds and their range.\n"
     );
     println!(
-        "| case | fixture | rounds | req/s: median (min-max) | CPU per request: median (min-max) |"
+        "| case | fixture | rounds | req/s: median (min-max) | CPU per request: median (min-max) | p99: median (min-max) |"
     );
-    println!("|---|---|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|");
     for m in results {
-        let spread = |pick: fn(&(f64, f64)) -> f64| {
+        let spread = |pick: fn(&Ratios) -> f64| {
             let mut values: Vec<f64> = m.rounds.iter().map(pick).collect();
             values.sort_by(f64::total_cmp);
             let median = match values.len() {
@@ -870,13 +1004,14 @@ fn report(settings: &Settings, results: &[Measured]) {
             )
         };
         println!(
-            "| {} | {} {} | {} | {} | {} |",
+            "| {} | {} {} | {} | {} | {} | {} |",
             m.case.mode.label(),
             m.case.fixture,
             webhook_name(m.case.webhook),
             m.rounds.len(),
-            spread(|r| r.0),
-            spread(|r| r.1),
+            spread(|r| r.throughput),
+            spread(|r| r.cpu),
+            spread(|r| r.p99),
         );
     }
 }
