@@ -31,22 +31,16 @@ Needs valgrind (callgrind_control) and h2load (Debian: valgrind nghttp2-client).
 """
 
 import argparse
-import http.client
-import json
 import pathlib
-import re
 import shutil
-import ssl
 import subprocess
 import sys
 import tempfile
-import time
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-PATHS = {
-    "mutate": "/mutate-memcached-c5c3-io-v1beta1-memcached",
-    "validate": "/validate-memcached-c5c3-io-v1beta1-memcached",
-}
+from serving import (PATHS, add_server_arguments, build_floor, fail, floor_address,
+                     floor_command, ours_command, parse_row, post_once, start, stop,
+                     webhook_address)
+
 DEFAULT_ROWS = [
     "benches/fixtures/b-kubectl-apply.json:mutate",
     "benches/fixtures/e-big-100k.json:mutate",
@@ -56,109 +50,10 @@ DEFAULT_ROWS = [
 WARM_UP = 200
 
 
-def fail(message):
-    print(f"instr-per-request: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-def parse_row(spec):
-    """`FIXTURE[:mutate|validate]` -> (fixture path, webhook); relative paths from the repo root."""
-    fixture, webhook = spec, "mutate"
-    head, sep, tail = spec.rpartition(":")
-    if sep and tail in PATHS:
-        fixture, webhook = head, tail
-    path = pathlib.Path(fixture)
-    if not path.is_absolute() and not path.is_file():
-        path = ROOT / path
-    if not path.is_file():
-        fail(f"{fixture}: no such file")
-    return path, webhook
-
-
-def build_floor():
-    """Builds benches/floor.rs in release and returns its executable."""
-    print("instr-per-request: cargo build --release --locked --bench floor", file=sys.stderr)
-    out = subprocess.run(
-        ["cargo", "build", "--release", "--locked", "--bench", "floor", "--message-format=json"],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    if out.returncode != 0:
-        fail("the floor does not build (cargo build --release --locked --bench floor)")
-    for line in out.stdout.splitlines():
-        try:
-            message = json.loads(line)
-        except ValueError:
-            continue
-        if (message.get("reason") == "compiler-artifact"
-                and message.get("target", {}).get("name") == "floor"
-                and message.get("executable")):
-            return pathlib.Path(message["executable"])
-    fail("cargo built no floor executable")
-
-
-def start(name, command, work, address_of):
-    """Starts `command` under callgrind; waits until address_of(stderr line) gives its address."""
-    log = open(work / f"{name}.log", "w+")
-    process = subprocess.Popen(
-        ["valgrind", "-q", "--tool=callgrind", f"--callgrind-out-file={work}/cg-{name}.out",
-         *map(str, command)],
-        stdout=subprocess.DEVNULL, stderr=log)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            log.seek(0)
-            fail(f"{name} exited ({process.returncode}):\n{log.read()}")
-        log.seek(0)
-        for line in log:
-            address = address_of(line)
-            if address is not None:
-                return process, address
-        time.sleep(0.5)
-    stop(process)
-    fail(f"{name} did not log its address within 120 s")
-
-
-def webhook_address(line):
-    """Our server's JSON log line with the bound `webhook` address."""
-    try:
-        webhook = json.loads(line).get("webhook")
-    except (ValueError, AttributeError):
-        return None
-    if isinstance(webhook, str) and re.fullmatch(r"127\.0\.0\.1:\d+", webhook):
-        return webhook
-    return None
-
-
-def floor_address(line):
-    """The floor's `floor: listening on ADDR`."""
-    match = re.fullmatch(r"floor: listening on (127\.0\.0\.1:\d+)\s*", line)
-    return match.group(1) if match else None
-
-
-def stop(process):
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def post_once(address, path, fixture):
-    """One POST with a plain HTTPS client; returns the body of the answer, which must be a 200."""
-    host, port = address.rsplit(":", 1)
-    connection = http.client.HTTPSConnection(
-        host, int(port), context=ssl._create_unverified_context(), timeout=300)
-    try:
-        connection.request("POST", path, body=fixture.read_bytes(),
-                           headers={"Content-Type": "application/json"})
-        answer = connection.getresponse()
-        body = answer.read()
-    finally:
-        connection.close()
-    if answer.status != 200:
-        fail(f"{fixture.name} -> {path}: HTTP {answer.status}:\n{body[:2000]!r}")
-    return body
+def callgrind(work, name, command):
+    """`command` under callgrind, its profile in work/cg-NAME.out."""
+    return ["valgrind", "-q", "--tool=callgrind", f"--callgrind-out-file={work}/cg-{name}.out",
+            *command]
 
 
 def send(url, fixture, n):
@@ -209,10 +104,8 @@ def row(args, floor, work, fixture, webhook):
         args.keep.mkdir(parents=True, exist_ok=True)
         keep = args.keep / f"{fixture.stem}-{webhook}"
     certs = work / "certs"  # --dev writes tls.crt and tls.key here once; the floor serves them too
-    process, address = start("ours", [
-        args.binary, "--dev", "--cert-dir", certs,
-        "--webhook-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0",
-        "--metrics-bind-address", "127.0.0.1:0", "--log-format", "json"], work, webhook_address)
+    process, address = start("ours", callgrind(work, "ours", ours_command(args.binary, certs)),
+                             work, webhook_address)
     try:
         response = work / "response.json"
         response.write_bytes(post_once(address, path, fixture))
@@ -220,9 +113,9 @@ def row(args, floor, work, fixture, webhook):
                        keep and f"{keep}-ours")
     finally:
         stop(process)
-    process, address = start("floor", [
-        floor, "--cert", certs / "tls.crt", "--key", certs / "tls.key",
-        "--addr", "127.0.0.1:0", "--response", response], work, floor_address)
+    process, address = start("floor",
+                             callgrind(work, "floor", floor_command(floor, certs, response)),
+                             work, floor_address)
     try:
         if post_once(address, path, fixture) != response.read_bytes():
             fail("the floor did not answer the captured response")
@@ -239,10 +132,7 @@ def main():
         epilog="Default rows: " + ", ".join(DEFAULT_ROWS))
     parser.add_argument("rows", nargs="*", metavar="FIXTURE[:mutate|validate]",
                         help="a review and the webhook to post it to (default: mutate)")
-    parser.add_argument("--binary", type=pathlib.Path,
-                        default=ROOT / "target/release/memcached-webhook")
-    parser.add_argument("--floor", type=pathlib.Path,
-                        help="the floor's executable (default: built with cargo)")
+    add_server_arguments(parser)
     parser.add_argument("--requests", type=int, default=2000,
                         help="requests in the big batch (default 2000; 500 is quicker)")
     parser.add_argument("--keep", type=pathlib.Path, metavar="DIR",
