@@ -48,6 +48,8 @@ DEFAULT_ROWS = [
     "tests/fixtures/mutate-update-kubectl-apply.json:validate",
 ]
 WARM_UP = 200
+# h2load's protocol: HTTP/1.1 keep-alive, or with --http2 (main) HTTP/2 as ALPN offers it.
+PROTOCOL = ["--h1"]
 
 
 def callgrind(work, name, command):
@@ -57,9 +59,10 @@ def callgrind(work, name, command):
 
 
 def send(url, fixture, n):
-    """Posts `fixture` n times on one keep-alive HTTP/1.1 connection; every answer must be 2xx."""
+    """Posts `fixture` n times on one keep-alive connection, one at a time; every answer must be
+    2xx."""
     out = subprocess.run(
-        ["h2load", "--h1", "-n", str(n), "-c", "1", "-d", str(fixture),
+        ["h2load", *PROTOCOL, "-n", str(n), "-c", "1", "-d", str(fixture),
          "-H", "Content-Type: application/json", url],
         capture_output=True, text=True, timeout=1800)
     if f"{n} succeeded" not in out.stdout or "status codes: " + str(n) + " 2xx" not in out.stdout:
@@ -104,7 +107,9 @@ def row(args, floor, work, fixture, webhook):
         args.keep.mkdir(parents=True, exist_ok=True)
         keep = args.keep / f"{fixture.stem}-{webhook}"
     certs = work / "certs"  # --dev writes tls.crt and tls.key here once; the floor serves them too
-    process, address = start("ours", callgrind(work, "ours", ours_command(args.binary, certs)),
+    extra = ["--enable-http2"] if args.http2 else []
+    process, address = start("ours",
+                             callgrind(work, "ours", ours_command(args.binary, certs, *extra)),
                              work, webhook_address)
     try:
         response = work / "response.json"
@@ -139,6 +144,8 @@ def main():
                         help="keep each big batch's callgrind profile in DIR "
                              "(ROW-ours.N.out, ROW-floor.N.out: callgrind_annotate --inclusive=yes; "
                              "symbols need CARGO_PROFILE_RELEASE_STRIP=false at the build)")
+    parser.add_argument("--http2", action="store_true",
+                        help="HTTP/2 instead of HTTP/1.1 (ours with --enable-http2)")
     parser.add_argument("--max-ratio", type=float,
                         help="exit 1 if any row costs more than this many times the floor")
     args = parser.parse_args()
@@ -150,6 +157,8 @@ def main():
     if args.requests < 5:
         fail("--requests must be at least 5")
     rows = [parse_row(spec) for spec in (args.rows or DEFAULT_ROWS)]
+    if args.http2:
+        PROTOCOL.clear()
 
     results = []
     with tempfile.TemporaryDirectory(prefix="instr-") as kept:
@@ -167,7 +176,8 @@ def main():
                 lowest, ours = row(args, floor, pathlib.Path(tmp), fixture, webhook)
             results.append((label, lowest, ours, ours / lowest))
 
-    print(f"\nInstructions per request, HTTP/1.1 keep-alive over TLS, {args.requests} requests:\n")
+    protocol = "HTTP/2" if args.http2 else "HTTP/1.1 keep-alive"
+    print(f"\nInstructions per request, {protocol} over TLS, {args.requests} requests:\n")
     print("| row | floor | ours | ratio |")
     print("| --- | ---: | ---: | ---: |")
     for label, lowest, ours, ratio in results:
