@@ -19,6 +19,7 @@ function, ours next to the floor's (symbols need CARGO_PROFILE_RELEASE_STRIP=fal
     python3 benches/closed-loop.py                               # fixture b, 5 rounds of 5 s
     python3 benches/closed-loop.py --http2
     python3 benches/closed-loop.py --perf /tmp/perf tests/fixtures/mutate-update-kubectl-apply.json
+    python3 benches/closed-loop.py --rate 2000 --perf /tmp/perf     # CPU at a fixed rate, and where
 
 Needs h2load (Debian: nghttp2-client), taskset (util-linux), two CPUs, and perf for --perf.
 The floor is built as instr-per-request.py builds it (see there).
@@ -51,10 +52,27 @@ def server_cpu(pid):
     return total / 1e9
 
 
+def sleeps(pid):
+    """How many times the process's threads have blocked so far (voluntary context switches):
+    each one was woken up again, so per request it counts wake-ups."""
+    total = 0
+    for status in pathlib.Path(f"/proc/{pid}/task").glob("*/status"):
+        try:
+            text = status.read_text()
+        except OSError:
+            continue  # a thread that ended in between
+        match = re.search(r"^voluntary_ctxt_switches:\s+(\d+)", text, re.M)
+        total += int(match.group(1)) if match else 0
+    return total
+
+
 def load(url, fixture, args):
     """Runs h2load on LOAD_CPU for --seconds; returns how many requests it had answered 2xx."""
     shape = ["-c", "1", "-m", str(args.connections)] if args.http2 else \
         ["--h1", "-c", str(args.connections), "-m", "1"]
+    if args.rate:
+        clients = 1 if args.http2 else args.connections
+        shape += ["--rps", f"{args.rate / clients:g}"]
     out = subprocess.run(
         ["taskset", "-c", LOAD_CPU, "h2load", *shape, "-D", str(args.seconds),
          "-d", str(fixture), "-H", "Content-Type: application/json", url],
@@ -70,7 +88,7 @@ def load(url, fixture, args):
 
 
 def measure(server, fixture, args, perf_to=None):
-    """(req/s, server CPU µs per request) of one server for one round."""
+    """(req/s, server CPU µs per request, wake-ups per request) of one server for one round."""
     recorder = None
     if perf_to is not None:
         recorder = subprocess.Popen(
@@ -79,13 +97,14 @@ def measure(server, fixture, args, perf_to=None):
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
     # Both counted over h2load's whole run: its connections' handshakes (one each) included.
-    cpu_before = server_cpu(server["process"].pid)
+    pid = server["process"].pid
+    cpu_before, sleeps_before = server_cpu(pid), sleeps(pid)
     answered = load(server["url"], fixture, args)
-    cpu = server_cpu(server["process"].pid) - cpu_before
+    cpu, slept = server_cpu(pid) - cpu_before, sleeps(pid) - sleeps_before
     if recorder is not None:
         recorder.send_signal(2)  # SIGINT: perf writes its file and exits
         recorder.wait(timeout=120)
-    return answered / args.seconds, cpu * 1e6 / answered
+    return answered / args.seconds, cpu * 1e6 / answered, slept / answered
 
 
 def perf_table(path, cpu_per_request, top):
@@ -121,6 +140,10 @@ def main():
     parser.add_argument("--connections", type=int, default=16,
                         help="HTTP/1.1 connections, or HTTP/2 streams on one connection")
     parser.add_argument("--http2", action="store_true")
+    parser.add_argument("--rate", type=int, metavar="N",
+                        help="send N requests a second in all (h2load --rps) instead of a closed "
+                             "loop: CPU per request and profiles at a fixed rate (for its "
+                             "latencies use the latency bench's LATENCY_RATE)")
     parser.add_argument("--perf", type=pathlib.Path, metavar="DIR",
                         help="profile the last round with perf into DIR and print where the CPU goes")
     args = parser.parse_args()
@@ -160,11 +183,14 @@ def rounds(args, fixture, webhook, servers):
     """Measures the rounds and prints them with their summary (and the profiles, with --perf)."""
     shape = f"1 HTTP/2 connection x {args.connections} streams" if args.http2 else \
         f"{args.connections} HTTP/1.1 connections"
-    print(f"closed loop: {fixture.name} ({fixture.stat().st_size:,} B) {webhook}, {shape}, "
+    if args.rate:
+        shape += f", {args.rate} requests a second in all"
+    print(f"{'fixed rate' if args.rate else 'closed loop'}: {fixture.name} ({fixture.stat().st_size:,} B) {webhook}, {shape}, "
           f"{args.rounds} rounds of {args.seconds} s, servers on CPU {SERVER_CPU}, "
           f"h2load on CPU {LOAD_CPU}\n")
-    print("| round | floor req/s | ours req/s | ratio | floor CPU µs/req | ours CPU µs/req | ratio |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| round | floor req/s | ours req/s | ratio | floor CPU µs/req | ours CPU µs/req | ratio "
+          "| wake-ups/req floor | ours |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     ratios, cpu = [], {}
     if args.perf:
         args.perf.mkdir(parents=True, exist_ok=True)
@@ -173,11 +199,13 @@ def rounds(args, fixture, webhook, servers):
         result = {name: measure(servers[name], fixture, args,
                                 args.perf / f"{name}.data" if last else None)
                   for name in ("floor", "ours")}
-        (floor_rate, floor_cpu), (ours_rate, ours_cpu) = result["floor"], result["ours"]
+        (floor_rate, floor_cpu, floor_woken), (ours_rate, ours_cpu, ours_woken) = \
+            result["floor"], result["ours"]
         ratios.append((ours_rate / floor_rate, ours_cpu / floor_cpu))
         cpu = {"floor": floor_cpu, "ours": ours_cpu}
         print(f"| {number} | {floor_rate:,.0f} | {ours_rate:,.0f} | {ratios[-1][0]:.2f}x "
-              f"| {floor_cpu:.1f} | {ours_cpu:.1f} | {ratios[-1][1]:.2f}x |", flush=True)
+              f"| {floor_cpu:.1f} | {ours_cpu:.1f} | {ratios[-1][1]:.2f}x "
+              f"| {floor_woken:.2f} | {ours_woken:.2f} |", flush=True)
     print(f"\nours / floor over {len(ratios)} rounds, median (range): "
           f"req/s {spread([r for r, _ in ratios])}, "
           f"CPU per request {spread([c for _, c in ratios])}")
