@@ -66,7 +66,8 @@ fn scan(
     let mut depth = 0u32;
     let mut in_string = 0u64;
     let mut escape_carry = false;
-    let mut ascii = true;
+    // Any bit: a byte of the value so far is not ASCII (checked at its end, not per block).
+    let mut non_ascii = 0u64;
     let mut at = open;
     while at < body.len() {
         let last;
@@ -80,7 +81,7 @@ fn scan(
             }
         };
         let masks = classify(block);
-        ascii &= masks.non_ascii == 0;
+        non_ascii |= masks.non_ascii;
         // Most blocks hold no backslash and follow none: nothing in them is escaped.
         let escaped = if masks.backslash == 0 && !escape_carry {
             0
@@ -108,7 +109,8 @@ fn scan(
                     depth -= 1;
                     if depth == 0 {
                         let close = at + bit as usize;
-                        let utf8 = ascii || std::str::from_utf8(&body[open..close]).is_ok();
+                        let utf8 =
+                            non_ascii == 0 || std::str::from_utf8(&body[open..close]).is_ok();
                         return utf8.then_some(close);
                     }
                 }
@@ -317,6 +319,7 @@ struct Masks {
     backslash: u64,
     open: u64,
     close: u64,
+    /// Not zero when a byte of the block is not ASCII (which bits is the classifier's).
     non_ascii: u64,
 }
 
@@ -356,7 +359,8 @@ fn classify_avx2(block: &[u8; 64]) -> Masks {
         backslash: bits(lo, hi, b'\\'),
         open: bits(lo_folded, hi_folded, b'{'),
         close: bits(lo_folded, hi_folded, b'}'),
-        non_ascii: join(_mm256_movemask_epi8(lo), _mm256_movemask_epi8(hi)),
+        // Only whether any byte is: one mask of both halves.
+        non_ascii: u64::from(_mm256_movemask_epi8(_mm256_or_si256(lo, hi)) as u32),
     }
 }
 

@@ -183,8 +183,10 @@ proptest! {
         let mut whole = [0u8; 64];
         whole[..32].copy_from_slice(&block);
         whole[32..].copy_from_slice(&other);
+        // `non_ascii` says only whether a byte is not ASCII; which bits is each classifier's.
+        let either = |masks: Masks| Masks { non_ascii: u64::from(masks.non_ascii != 0), ..masks };
         for (name, masks) in every_classify(&whole) {
-            prop_assert_eq!(&masks, &classify_bytes(&whole), "{}", name);
+            prop_assert_eq!(either(masks), either(classify_bytes(&whole)), "{}", name);
         }
     }
 
