@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Method, Request, Response, StatusCode, Version};
 
 use super::body::{self, BodyError, Plan, Ready};
 use super::budget::{Grant, Refused};
@@ -20,26 +20,42 @@ use crate::metrics::BadRequest;
 type Reviewed = std::thread::Result<Result<Verdict, BadReview>>;
 
 impl App {
-    /// Answers a request sent to `webhook`'s path, which arrived at `started`.
-    pub(super) async fn answer(
-        &self,
-        webhook: Webhook,
-        req: Request<Incoming>,
-        started: std::time::Instant,
-    ) -> Response<Full<Bytes>> {
+    /// The head of a request on a webhook's path checked, and what answering it needs taken
+    /// from it; else the answer that refuses it (boxed: rare, and in place it would make
+    /// every request's future larger).
+    pub(super) fn head(&self, req: Request<Incoming>) -> Result<Head, Box<Response<Full<Bytes>>>> {
         let declared = req
             .headers()
             .get(CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
         if let Some(refusal) = self.refuse(&req, declared) {
-            return refusal;
+            return Err(Box::new(refusal));
         }
+        Ok(Head {
+            version: req.version(),
+            declared,
+            body: req.into_body(),
+        })
+    }
+
+    /// Answers a request sent to `webhook`'s path, which arrived at `started`.
+    pub(super) async fn answer(
+        &self,
+        webhook: Webhook,
+        head: Head,
+        started: std::time::Instant,
+    ) -> Response<Full<Bytes>> {
+        let Head {
+            body,
+            declared,
+            version,
+        } = head;
         // From the request's arrival, read a moment ago: one clock read fewer a request.
         let deadline = tokio::time::Instant::from_std(started) + self.body_read_timeout;
-        let plan = Plan::new(declared, req.version(), self.max_header_bytes);
+        let plan = Plan::new(declared, version, self.max_header_bytes);
         let mut grant = self.budget.grant(plan.pool);
         let limit = declared.map_or(self.max_request_bytes, |n| n as usize);
-        let mut body = match self.receive(req, plan, &mut grant, limit, deadline).await {
+        let mut body = match self.receive(body, plan, &mut grant, limit, deadline).await {
             Ok(body) => body,
             Err(response) => return response,
         };
@@ -96,7 +112,7 @@ impl App {
     /// else the answer that says why it could not.
     async fn receive(
         &self,
-        req: Request<Incoming>,
+        body: Incoming,
         plan: Plan,
         grant: &mut Grant<'_>,
         limit: usize,
@@ -104,14 +120,15 @@ impl App {
     ) -> Result<Ready, Response<Full<Bytes>>> {
         let bad = |reason| self.metrics.bad_request(reason);
         let received = {
-            let read = body::read_body(req.into_body(), plan.pin, grant, limit, deadline);
+            let read = body::read_body(body, plan.pin, grant, limit, deadline);
             let mut read = std::pin::pin!(read);
             // A review of a few KB has come whole with its head: its first poll reads it, and
             // the timer is armed only for a body still on its way (it costs a timer entry, the
-            // runtime's handle and a move of the read into it on every request).
+            // runtime's handle and a move of the read into it on every request). Boxed: in
+            // place, the timer would make every request's future larger, and it is moved whole.
             match std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await {
                 Poll::Ready(read) => Ok(read),
-                Poll::Pending => tokio::time::timeout_at(deadline, read).await,
+                Poll::Pending => Box::pin(tokio::time::timeout_at(deadline, read)).await,
             }
         };
         let received = match received {
@@ -205,6 +222,15 @@ impl App {
             ),
         )
     }
+}
+
+/// What answering a request on a webhook's path needs of it, its head checked ([`App::head`]).
+#[derive(Debug)]
+pub(super) struct Head {
+    body: Incoming,
+    /// The Content-Length, if any.
+    declared: Option<u64>,
+    version: Version,
 }
 
 /// `application/json`, with or without parameters such as `; charset=utf-8`.

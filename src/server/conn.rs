@@ -133,8 +133,9 @@ impl Shared {
         let service = service_fn(move |req| {
             let (app, state, conn) = (app.clone(), state.clone(), in_service.clone());
             let busy = conn.begin();
+            let call = app.call(req);
             async move {
-                let mut response = app.handle(req).await;
+                let mut response = app.handle(call).await;
                 // Decided as the answer leaves: a review in service when shutdown begins says it.
                 let shutting_down = state
                     .shutting_down

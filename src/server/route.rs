@@ -15,6 +15,7 @@ use hyper::body::Incoming;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 
+use super::answer::Head;
 use super::budget::Budget;
 use crate::admission::{self, MUTATE_PATH, VALIDATE_PATH, Webhook};
 use crate::autoscalers::Autoscalers;
@@ -58,28 +59,63 @@ impl App {
         }
     }
 
-    pub async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    /// Routes `req` and checks its head, taking from it what answering needs ([`Call`]): done
+    /// before the request's future is made, so the whole request (about 260 bytes) is not
+    /// moved into it and down its awaits, a copy at each.
+    pub(super) fn call(&self, req: Request<Incoming>) -> Call {
         let started = Instant::now();
         let webhook = match req.uri().path() {
             MUTATE_PATH => Webhook::Mutate,
             VALIDATE_PATH => Webhook::Validate,
-            _ => {
-                self.metrics.bad_request(BadRequest::NotFound);
-                return text(
-                    StatusCode::NOT_FOUND,
-                    "no such path; the webhooks are served at /mutate-memcached-c5c3-io-v1beta1-memcached and /validate-memcached-c5c3-io-v1beta1-memcached\n",
-                );
-            }
+            _ => return Call::NotFound,
+        };
+        let head = self.head(req);
+        Call::Webhook {
+            webhook,
+            started,
+            head,
+        }
+    }
+
+    /// Answers a request [`App::call`] routed.
+    pub(super) async fn handle(&self, call: Call) -> Response<Full<Bytes>> {
+        let Call::Webhook {
+            webhook,
+            started,
+            head,
+        } = call
+        else {
+            self.metrics.bad_request(BadRequest::NotFound);
+            return text(
+                StatusCode::NOT_FOUND,
+                "no such path; the webhooks are served at /mutate-memcached-c5c3-io-v1beta1-memcached and /validate-memcached-c5c3-io-v1beta1-memcached\n",
+            );
         };
         let metrics = self.metrics.webhook(webhook);
         metrics.in_flight.inc();
         // Decrements even when the client goes away mid-request and this future is dropped.
         let _in_flight = InFlight(&metrics.in_flight);
-        let response = self.answer(webhook, req, started).await;
+        let response = match head {
+            Ok(head) => self.answer(webhook, head, started).await,
+            Err(refusal) => *refusal,
+        };
         metrics.latency.observe(started.elapsed().as_secs_f64());
         metrics.request(response.status().as_u16());
         response
     }
+}
+
+/// A request as its head leaves it ([`App::call`]).
+pub(super) enum Call {
+    /// Not a webhook's path.
+    NotFound,
+    /// On `webhook`'s path, arrived at `started`: its body and what reading it needs, or the
+    /// answer to a head the webhooks do not accept.
+    Webhook {
+        webhook: Webhook,
+        started: Instant,
+        head: Result<Head, Box<Response<Full<Bytes>>>>,
+    },
 }
 
 struct InFlight<'a>(&'a prometheus_client::metrics::gauge::Gauge);
