@@ -2,9 +2,9 @@
 //! decides how), the review answered, and every failure answered with the HTTP error that says
 //! what was wrong.
 
+use std::io::Cursor;
 use std::task::Poll;
 
-use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
@@ -12,7 +12,7 @@ use hyper::{Method, Request, Response, StatusCode, Version};
 
 use super::body::{self, BodyError, Plan, Ready};
 use super::budget::{Grant, Refused};
-use super::route::{App, text};
+use super::route::{App, Body, error};
 use crate::admission::{self, BadReview, Verdict, Webhook};
 use crate::metrics::BadRequest;
 
@@ -23,7 +23,7 @@ impl App {
     /// The head of a request on a webhook's path checked, and what answering it needs taken
     /// from it; else the answer that refuses it (boxed: rare, and in place it would make
     /// every request's future larger).
-    pub(super) fn head(&self, req: Request<Incoming>) -> Result<Head, Box<Response<Full<Bytes>>>> {
+    pub(super) fn head(&self, req: Request<Incoming>) -> Result<Head, Box<Response<Body>>> {
         let declared = req
             .headers()
             .get(CONTENT_LENGTH)
@@ -44,7 +44,7 @@ impl App {
         webhook: Webhook,
         head: Head,
         started: std::time::Instant,
-    ) -> Response<Full<Bytes>> {
+    ) -> Response<Body> {
         let Head {
             body,
             declared,
@@ -77,15 +77,11 @@ impl App {
 
     /// The answer to a request whose method, media type or declared length (`declared`) the
     /// webhooks do not accept, saying which; `None` for one they do.
-    fn refuse(
-        &self,
-        req: &Request<Incoming>,
-        declared: Option<u64>,
-    ) -> Option<Response<Full<Bytes>>> {
+    fn refuse(&self, req: &Request<Incoming>, declared: Option<u64>) -> Option<Response<Body>> {
         let bad = |reason| self.metrics.bad_request(reason);
         if req.method() != Method::POST {
             bad(BadRequest::Method);
-            let mut response = text(
+            let mut response = error(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "the webhooks accept POST only\n",
             );
@@ -96,7 +92,7 @@ impl App {
         }
         if !is_json(req.headers().get(CONTENT_TYPE)) {
             bad(BadRequest::ContentType);
-            return Some(text(
+            return Some(error(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "Content-Type must be application/json\n",
             ));
@@ -117,7 +113,7 @@ impl App {
         grant: &mut Grant<'_>,
         limit: usize,
         deadline: tokio::time::Instant,
-    ) -> Result<Ready, Response<Full<Bytes>>> {
+    ) -> Result<Ready, Response<Body>> {
         let bad = |reason| self.metrics.bad_request(reason);
         let received = {
             let read = body::read_body(body, plan.pin, grant, limit, deadline);
@@ -134,7 +130,7 @@ impl App {
         let received = match received {
             Err(_) => {
                 bad(BadRequest::Timeout);
-                return Err(text(
+                return Err(error(
                     StatusCode::REQUEST_TIMEOUT,
                     "the request body did not arrive in time\n",
                 ));
@@ -146,7 +142,7 @@ impl App {
             Ok(Err(BodyError::Read(e))) => {
                 bad(BadRequest::Unreadable);
                 tracing::debug!(error = %e, "reading the request body failed");
-                return Err(text(
+                return Err(error(
                     StatusCode::BAD_REQUEST,
                     "the request body could not be read\n",
                 ));
@@ -160,11 +156,11 @@ impl App {
     }
 
     /// The HTTP response to a review: the AdmissionReview written into `out`, or the error.
-    fn respond(&self, webhook: Webhook, reviewed: Reviewed, out: Vec<u8>) -> Response<Full<Bytes>> {
+    fn respond(&self, webhook: Webhook, reviewed: Reviewed, out: Vec<u8>) -> Response<Body> {
         match reviewed {
             Ok(Ok(verdict)) => {
                 self.metrics.webhook(webhook).admission(&verdict);
-                let mut response = Response::new(Full::new(Bytes::from(out)));
+                let mut response = Response::new(Full::new(Cursor::new(out)));
                 response
                     .headers_mut()
                     .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -173,7 +169,7 @@ impl App {
             Ok(Err(reason)) => {
                 self.metrics.bad_request(BadRequest::NotAdmissionReview);
                 tracing::info!(webhook = webhook.path(), reason = %reason, "rejected a body that is not an AdmissionReview");
-                text(StatusCode::BAD_REQUEST, &format!("{reason}\n"))
+                error(StatusCode::BAD_REQUEST, &format!("{reason}\n"))
             }
             Err(_) => {
                 self.metrics.bad_request(BadRequest::Panic);
@@ -181,16 +177,16 @@ impl App {
                     webhook = webhook.path(),
                     "the admission handler panicked; answered 500"
                 );
-                text(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n")
+                error(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n")
             }
         }
     }
 
     /// 503 while the budget is used up (the apiserver retries), 413 when it never could hold it.
-    fn refused(&self, refused: Refused) -> Response<Full<Bytes>> {
+    fn refused(&self, refused: Refused) -> Response<Body> {
         match refused {
             Refused::Busy => {
-                let mut response = text(
+                let mut response = error(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "the server's memory for request bodies is in use by other requests \
                      (--max-inflight-body-bytes); retry shortly\n",
@@ -202,7 +198,7 @@ impl App {
             }
             Refused::TooBig { needed, pool } => {
                 self.metrics.bad_request(BadRequest::TooLarge);
-                text(
+                error(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     &format!(
                         "reading and parsing this body needs {needed} bytes of memory, more than the \
@@ -213,8 +209,8 @@ impl App {
         }
     }
 
-    fn too_large(&self) -> Response<Full<Bytes>> {
-        text(
+    fn too_large(&self) -> Response<Body> {
+        error(
             StatusCode::PAYLOAD_TOO_LARGE,
             &format!(
                 "the request body is larger than {} bytes (--max-request-bytes)\n",

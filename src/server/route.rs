@@ -6,10 +6,11 @@
 //! on either path is `answer.rs`'s, reading its body `body.rs`'s. Anything that is not an
 //! answerable AdmissionReview gets a plain-text HTTP error ([`text`]) with a one-line reason.
 
+use std::io::Cursor;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
@@ -78,7 +79,7 @@ impl App {
     }
 
     /// Answers a request [`App::call`] routed.
-    pub(super) async fn handle(&self, call: Call) -> Response<Full<Bytes>> {
+    pub(super) async fn handle(&self, call: Call) -> Response<Body> {
         let Call::Webhook {
             webhook,
             started,
@@ -86,7 +87,7 @@ impl App {
         } = call
         else {
             self.metrics.bad_request(BadRequest::NotFound);
-            return text(
+            return error(
                 StatusCode::NOT_FOUND,
                 "no such path; the webhooks are served at /mutate-memcached-c5c3-io-v1beta1-memcached and /validate-memcached-c5c3-io-v1beta1-memcached\n",
             );
@@ -114,7 +115,7 @@ pub(super) enum Call {
     Webhook {
         webhook: Webhook,
         started: Instant,
-        head: Result<Head, Box<Response<Full<Bytes>>>>,
+        head: Result<Head, Box<Response<Body>>>,
     },
 }
 
@@ -126,9 +127,23 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// A webhook answer's body: bytes it owns, freed once written (`Bytes::from` a vector with room
+/// to spare, as an answer is written into, allocates a shared header besides: a `malloc` and a
+/// `free` more a request).
+pub(super) type Body = Full<Cursor<Vec<u8>>>;
+
 /// A plain-text response; the body is one line saying what was wrong.
 pub fn text(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::copy_from_slice(message.as_bytes())));
+    plain(status, Bytes::copy_from_slice(message.as_bytes()))
+}
+
+/// [`text`] on the webhook port.
+pub(super) fn error(status: StatusCode, message: &str) -> Response<Body> {
+    plain(status, Cursor::new(message.as_bytes().to_vec()))
+}
+
+fn plain<D: Buf>(status: StatusCode, data: D) -> Response<Full<D>> {
+    let mut response = Response::new(Full::new(data));
     *response.status_mut() = status;
     response.headers_mut().insert(
         CONTENT_TYPE,
