@@ -7,7 +7,7 @@ use std::task::Poll;
 
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use hyper::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
 use hyper::{Method, Request, Response, StatusCode, Version};
 
 use super::body::{self, BodyError, Plan, Ready};
@@ -24,11 +24,9 @@ impl App {
     /// from it; else the answer that refuses it (boxed: rare, and in place it would make
     /// every request's future larger).
     pub(super) fn head(&self, req: Request<Incoming>) -> Result<Head, Box<Response<Body>>> {
-        let declared = req
-            .headers()
-            .get(CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-        if let Some(refusal) = self.refuse(&req, declared) {
+        let (length, content_type) = fields(req.headers());
+        let declared = length.and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if let Some(refusal) = self.refuse(req.method(), content_type, declared) {
             return Err(Box::new(refusal));
         }
         Ok(Head {
@@ -77,9 +75,14 @@ impl App {
 
     /// The answer to a request whose method, media type or declared length (`declared`) the
     /// webhooks do not accept, saying which; `None` for one they do.
-    fn refuse(&self, req: &Request<Incoming>, declared: Option<u64>) -> Option<Response<Body>> {
+    fn refuse(
+        &self,
+        method: &Method,
+        content_type: Option<&HeaderValue>,
+        declared: Option<u64>,
+    ) -> Option<Response<Body>> {
         let bad = |reason| self.metrics.bad_request(reason);
-        if req.method() != Method::POST {
+        if method != Method::POST {
             bad(BadRequest::Method);
             let mut response = error(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -90,7 +93,7 @@ impl App {
                 .insert(ALLOW, HeaderValue::from_static("POST"));
             return Some(response);
         }
-        if !is_json(req.headers().get(CONTENT_TYPE)) {
+        if !is_json(content_type) {
             bad(BadRequest::ContentType);
             return Some(error(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -229,6 +232,20 @@ pub(super) struct Head {
     version: Version,
 }
 
+/// The first `Content-Length` and `Content-Type` values, as `HeaderMap::get` finds them, in one
+/// pass over the head's few fields rather than two hashed look-ups.
+fn fields(headers: &HeaderMap) -> (Option<&HeaderValue>, Option<&HeaderValue>) {
+    let (mut length, mut content_type) = (None, None);
+    for (name, value) in headers {
+        if *name == CONTENT_LENGTH {
+            length = length.or(Some(value));
+        } else if *name == CONTENT_TYPE {
+            content_type = content_type.or(Some(value));
+        }
+    }
+    (length, content_type)
+}
+
 /// `application/json`, with or without parameters such as `; charset=utf-8`.
 fn is_json(value: Option<&HeaderValue>) -> bool {
     let Some(value) = value else {
@@ -264,5 +281,22 @@ mod tests {
             );
         }
         assert!(!is_json(None));
+    }
+
+    #[test]
+    fn fields_are_the_first_values_as_get_finds_them() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(fields(&headers), (None, None));
+        headers.insert("x-other", HeaderValue::from_static("1"));
+        headers.append(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.append(CONTENT_LENGTH, HeaderValue::from_static("12"));
+        headers.append(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        headers.append(CONTENT_LENGTH, HeaderValue::from_static("13"));
+        let found = fields(&headers);
+        assert_eq!(
+            found,
+            (headers.get(CONTENT_LENGTH), headers.get(CONTENT_TYPE))
+        );
+        assert_eq!(found.0.unwrap(), "12");
     }
 }
