@@ -11,6 +11,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use hyper::service::service_fn;
@@ -155,13 +156,17 @@ impl Shared {
         let mut http = std::pin::pin!(http);
         let (mut draining, mut evicted) = (false, None::<Instant>);
         let (reason, when) = loop {
+            let tick = tokio::time::Instant::now() + self.limits.tick;
             let step = tokio::select! {
                 // hyper first: bytes that arrived are read (a head begun) before an eviction
                 // looks at what the connection is doing.
                 biased;
                 result = http.as_mut() => break ended(&conn, peer, result),
-                () = tokio::time::sleep(self.limits.tick) => self.on_tick(&conn, evicted),
-                () = conn.evict.notified(), if evicted.is_none() => on_evict(&conn, h2),
+                () = gated(tokio::time::sleep_until(tick), || {
+                    tokio::time::Instant::now() >= tick
+                }) => self.on_tick(&conn, evicted),
+                () = gated(conn.evict.notified(), || conn.evicting() || conn.asked()),
+                    if evicted.is_none() => on_evict(&conn, h2),
                 _ = drain.wait_for(|d| *d), if !draining => {
                     draining = true;
                     on_drain(h2)
@@ -257,6 +262,27 @@ enum Step {
     /// [`EVICTION_GRACE`] (hyper's graceful close would cut the head).
     AfterAnswer,
     Close(Reason, When),
+}
+
+/// `inner`, polled at its first poll (which registers the task's waker with it) and after that
+/// only once `due` says it may be ready. The connection's task wakes about twice a request,
+/// nearly always for hyper, and polling its watchers at every wake cost a few hundred
+/// instructions a request (docs/performance.md). Sound only where whatever readies `inner`
+/// makes `due` true before it wakes the task: the tick's deadline passed (tokio's timer fires
+/// at or after it), the connection told or asked to go (`slots` sets the flag, then notifies).
+/// The drain is not gated: its sender's drop ends the wait too, and a second receiver to
+/// look at it with would count as an open connection.
+async fn gated<F: Future>(inner: F, mut due: impl FnMut() -> bool) -> F::Output {
+    let mut inner = std::pin::pin!(inner);
+    let mut first = true;
+    std::future::poll_fn(move |cx| {
+        if std::mem::take(&mut first) || due() {
+            inner.as_mut().poll(cx)
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
 }
 
 /// hyper ended the connection: who closed it, and when (`close::ended`).
