@@ -68,6 +68,9 @@ pub(crate) struct Shared {
     pub slots: Arc<Slots>,
     /// Its `shutting_down`: from then on every answer says `Connection: close`.
     pub state: Arc<super::State>,
+    /// Set before the drain is sent or its sender dropped (`server::Drain`): until then a
+    /// connection's wait for the drain need not be polled (`gated`).
+    pub drain_begun: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -167,7 +170,8 @@ impl Shared {
                 }) => self.on_tick(&conn, evicted),
                 () = gated(conn.evict.notified(), || conn.evicting() || conn.asked()),
                     if evicted.is_none() => on_evict(&conn, h2),
-                _ = drain.wait_for(|d| *d), if !draining => {
+                _ = gated(drain.wait_for(|d| *d), || self.drain_begun.load(Ordering::Acquire)),
+                    if !draining => {
                     draining = true;
                     on_drain(h2)
                 }
@@ -269,9 +273,8 @@ enum Step {
 /// nearly always for hyper, and polling its watchers at every wake cost a few hundred
 /// instructions a request (docs/performance.md). Sound only where whatever readies `inner`
 /// makes `due` true before it wakes the task: the tick's deadline passed (tokio's timer fires
-/// at or after it), the connection told or asked to go (`slots` sets the flag, then notifies).
-/// The drain is not gated: its sender's drop ends the wait too, and a second receiver to
-/// look at it with would count as an open connection.
+/// at or after it), the connection told or asked to go (`slots` sets the flag, then notifies),
+/// the drain sent or its sender dropped (`Shared::drain_begun` is set first).
 async fn gated<F: Future>(inner: F, mut due: impl FnMut() -> bool) -> F::Output {
     let mut inner = std::pin::pin!(inner);
     let mut first = true;
