@@ -227,9 +227,14 @@ pub async fn serve(
             state.metrics.clone(),
         ),
         state: state.clone(),
+        drain_begun: AtomicBool::new(false),
     });
     // Every connection task watches this; the drain waits until all of them are gone.
     let (drain, drained) = tokio::sync::watch::channel(false);
+    let drain = Drain {
+        sender: drain,
+        shared: shared.clone(),
+    };
 
     let health = tokio::spawn(health::serve(listeners.health, state.clone()));
     let metrics = listeners
@@ -334,14 +339,31 @@ async fn accept_until(
     }
 }
 
+/// The drain's sender: [`conn::Shared::drain_begun`] is set before it sends, or is dropped
+/// however [`serve`] ends.
+struct Drain {
+    sender: tokio::sync::watch::Sender<bool>,
+    shared: Arc<conn::Shared>,
+}
+
+impl Drain {
+    fn send(&self) {
+        self.shared.drain_begun.store(true, Ordering::Release);
+        let _ = self.sender.send(true);
+    }
+}
+
+impl Drop for Drain {
+    fn drop(&mut self) {
+        // Before the sender, a field, is dropped.
+        self.shared.drain_begun.store(true, Ordering::Release);
+    }
+}
+
 /// Tells every connection to close after its next answer and waits for them, at most
 /// `--shutdown-grace-period`; `drain`'s receivers are the connections still open.
-async fn drain_connections(
-    config: &Config,
-    state: &State,
-    drain: tokio::sync::watch::Sender<bool>,
-) {
-    let open = drain.receiver_count();
+async fn drain_connections(config: &Config, state: &State, drain: Drain) {
+    let open = drain.sender.receiver_count();
     let by_state = |i: usize| state.metrics.connections.by_state[i].get();
     tracing::info!(
         open,
@@ -350,13 +372,13 @@ async fn drain_connections(
         "listener closed; draining: each connection closes after its next answer, an idle one \
          when its client closes it (HTTP/2: GOAWAY)"
     );
-    let _ = drain.send(true);
-    if tokio::time::timeout(config.shutdown_grace_period, drain.closed())
+    drain.send();
+    if tokio::time::timeout(config.shutdown_grace_period, drain.sender.closed())
         .await
         .is_err()
     {
         tracing::warn!(
-            open = drain.receiver_count(),
+            open = drain.sender.receiver_count(),
             idle = by_state(2),
             active = by_state(3),
             "grace period over; closing the remaining connections (a client reusing an idle one \

@@ -2,17 +2,17 @@
 //! decides how), the review answered, and every failure answered with the HTTP error that says
 //! what was wrong.
 
+use std::io::Cursor;
 use std::task::Poll;
 
-use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
+use hyper::{Method, Request, Response, StatusCode, Version};
 
 use super::body::{self, BodyError, Plan, Ready};
 use super::budget::{Grant, Refused};
-use super::route::{App, text};
+use super::route::{App, Body, error};
 use crate::admission::{self, BadReview, Verdict, Webhook};
 use crate::metrics::BadRequest;
 
@@ -20,26 +20,40 @@ use crate::metrics::BadRequest;
 type Reviewed = std::thread::Result<Result<Verdict, BadReview>>;
 
 impl App {
+    /// The head of a request on a webhook's path checked, and what answering it needs taken
+    /// from it; else the answer that refuses it (boxed: rare, and in place it would make
+    /// every request's future larger).
+    pub(super) fn head(&self, req: Request<Incoming>) -> Result<Head, Box<Response<Body>>> {
+        let (length, content_type) = fields(req.headers());
+        let declared = length.and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if let Some(refusal) = self.refuse(req.method(), content_type, declared) {
+            return Err(Box::new(refusal));
+        }
+        Ok(Head {
+            version: req.version(),
+            declared,
+            body: req.into_body(),
+        })
+    }
+
     /// Answers a request sent to `webhook`'s path, which arrived at `started`.
     pub(super) async fn answer(
         &self,
         webhook: Webhook,
-        req: Request<Incoming>,
+        head: Head,
         started: std::time::Instant,
-    ) -> Response<Full<Bytes>> {
-        let declared = req
-            .headers()
-            .get(CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-        if let Some(refusal) = self.refuse(&req, declared) {
-            return refusal;
-        }
+    ) -> Response<Body> {
+        let Head {
+            body,
+            declared,
+            version,
+        } = head;
         // From the request's arrival, read a moment ago: one clock read fewer a request.
         let deadline = tokio::time::Instant::from_std(started) + self.body_read_timeout;
-        let plan = Plan::new(declared, req.version(), self.max_header_bytes);
+        let plan = Plan::new(declared, version, self.max_header_bytes);
         let mut grant = self.budget.grant(plan.pool);
         let limit = declared.map_or(self.max_request_bytes, |n| n as usize);
-        let mut body = match self.receive(req, plan, &mut grant, limit, deadline).await {
+        let mut body = match self.receive(body, plan, &mut grant, limit, deadline).await {
             Ok(body) => body,
             Err(response) => return response,
         };
@@ -63,13 +77,14 @@ impl App {
     /// webhooks do not accept, saying which; `None` for one they do.
     fn refuse(
         &self,
-        req: &Request<Incoming>,
+        method: &Method,
+        content_type: Option<&HeaderValue>,
         declared: Option<u64>,
-    ) -> Option<Response<Full<Bytes>>> {
+    ) -> Option<Response<Body>> {
         let bad = |reason| self.metrics.bad_request(reason);
-        if req.method() != Method::POST {
+        if method != Method::POST {
             bad(BadRequest::Method);
-            let mut response = text(
+            let mut response = error(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "the webhooks accept POST only\n",
             );
@@ -78,9 +93,9 @@ impl App {
                 .insert(ALLOW, HeaderValue::from_static("POST"));
             return Some(response);
         }
-        if !is_json(req.headers().get(CONTENT_TYPE)) {
+        if !is_json(content_type) {
             bad(BadRequest::ContentType);
-            return Some(text(
+            return Some(error(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "Content-Type must be application/json\n",
             ));
@@ -96,28 +111,29 @@ impl App {
     /// else the answer that says why it could not.
     async fn receive(
         &self,
-        req: Request<Incoming>,
+        body: Incoming,
         plan: Plan,
         grant: &mut Grant<'_>,
         limit: usize,
         deadline: tokio::time::Instant,
-    ) -> Result<Ready, Response<Full<Bytes>>> {
+    ) -> Result<Ready, Response<Body>> {
         let bad = |reason| self.metrics.bad_request(reason);
         let received = {
-            let read = body::read_body(req.into_body(), plan.pin, grant, limit, deadline);
+            let read = body::read_body(body, plan.pin, grant, limit, deadline);
             let mut read = std::pin::pin!(read);
             // A review of a few KB has come whole with its head: its first poll reads it, and
             // the timer is armed only for a body still on its way (it costs a timer entry, the
-            // runtime's handle and a move of the read into it on every request).
+            // runtime's handle and a move of the read into it on every request). Boxed: in
+            // place, the timer would make every request's future larger, and it is moved whole.
             match std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await {
                 Poll::Ready(read) => Ok(read),
-                Poll::Pending => tokio::time::timeout_at(deadline, read).await,
+                Poll::Pending => Box::pin(tokio::time::timeout_at(deadline, read)).await,
             }
         };
         let received = match received {
             Err(_) => {
                 bad(BadRequest::Timeout);
-                return Err(text(
+                return Err(error(
                     StatusCode::REQUEST_TIMEOUT,
                     "the request body did not arrive in time\n",
                 ));
@@ -129,7 +145,7 @@ impl App {
             Ok(Err(BodyError::Read(e))) => {
                 bad(BadRequest::Unreadable);
                 tracing::debug!(error = %e, "reading the request body failed");
-                return Err(text(
+                return Err(error(
                     StatusCode::BAD_REQUEST,
                     "the request body could not be read\n",
                 ));
@@ -143,11 +159,11 @@ impl App {
     }
 
     /// The HTTP response to a review: the AdmissionReview written into `out`, or the error.
-    fn respond(&self, webhook: Webhook, reviewed: Reviewed, out: Vec<u8>) -> Response<Full<Bytes>> {
+    fn respond(&self, webhook: Webhook, reviewed: Reviewed, out: Vec<u8>) -> Response<Body> {
         match reviewed {
             Ok(Ok(verdict)) => {
                 self.metrics.webhook(webhook).admission(&verdict);
-                let mut response = Response::new(Full::new(Bytes::from(out)));
+                let mut response = Response::new(Full::new(Cursor::new(out)));
                 response
                     .headers_mut()
                     .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -156,7 +172,7 @@ impl App {
             Ok(Err(reason)) => {
                 self.metrics.bad_request(BadRequest::NotAdmissionReview);
                 tracing::info!(webhook = webhook.path(), reason = %reason, "rejected a body that is not an AdmissionReview");
-                text(StatusCode::BAD_REQUEST, &format!("{reason}\n"))
+                error(StatusCode::BAD_REQUEST, &format!("{reason}\n"))
             }
             Err(_) => {
                 self.metrics.bad_request(BadRequest::Panic);
@@ -164,16 +180,16 @@ impl App {
                     webhook = webhook.path(),
                     "the admission handler panicked; answered 500"
                 );
-                text(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n")
+                error(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n")
             }
         }
     }
 
     /// 503 while the budget is used up (the apiserver retries), 413 when it never could hold it.
-    fn refused(&self, refused: Refused) -> Response<Full<Bytes>> {
+    fn refused(&self, refused: Refused) -> Response<Body> {
         match refused {
             Refused::Busy => {
-                let mut response = text(
+                let mut response = error(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "the server's memory for request bodies is in use by other requests \
                      (--max-inflight-body-bytes); retry shortly\n",
@@ -185,7 +201,7 @@ impl App {
             }
             Refused::TooBig { needed, pool } => {
                 self.metrics.bad_request(BadRequest::TooLarge);
-                text(
+                error(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     &format!(
                         "reading and parsing this body needs {needed} bytes of memory, more than the \
@@ -196,8 +212,8 @@ impl App {
         }
     }
 
-    fn too_large(&self) -> Response<Full<Bytes>> {
-        text(
+    fn too_large(&self) -> Response<Body> {
+        error(
             StatusCode::PAYLOAD_TOO_LARGE,
             &format!(
                 "the request body is larger than {} bytes (--max-request-bytes)\n",
@@ -205,6 +221,29 @@ impl App {
             ),
         )
     }
+}
+
+/// What answering a request on a webhook's path needs of it, its head checked ([`App::head`]).
+#[derive(Debug)]
+pub(super) struct Head {
+    body: Incoming,
+    /// The Content-Length, if any.
+    declared: Option<u64>,
+    version: Version,
+}
+
+/// The first `Content-Length` and `Content-Type` values, as `HeaderMap::get` finds them, in one
+/// pass over the head's few fields rather than two hashed look-ups.
+fn fields(headers: &HeaderMap) -> (Option<&HeaderValue>, Option<&HeaderValue>) {
+    let (mut length, mut content_type) = (None, None);
+    for (name, value) in headers {
+        if *name == CONTENT_LENGTH {
+            length = length.or(Some(value));
+        } else if *name == CONTENT_TYPE {
+            content_type = content_type.or(Some(value));
+        }
+    }
+    (length, content_type)
 }
 
 /// `application/json`, with or without parameters such as `; charset=utf-8`.
@@ -242,5 +281,22 @@ mod tests {
             );
         }
         assert!(!is_json(None));
+    }
+
+    #[test]
+    fn fields_are_the_first_values_as_get_finds_them() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(fields(&headers), (None, None));
+        headers.insert("x-other", HeaderValue::from_static("1"));
+        headers.append(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.append(CONTENT_LENGTH, HeaderValue::from_static("12"));
+        headers.append(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        headers.append(CONTENT_LENGTH, HeaderValue::from_static("13"));
+        let found = fields(&headers);
+        assert_eq!(
+            found,
+            (headers.get(CONTENT_LENGTH), headers.get(CONTENT_TYPE))
+        );
+        assert_eq!(found.0.unwrap(), "12");
     }
 }

@@ -75,7 +75,7 @@ impl Ready {
                 let padded = frames.len + simd_json::INPUT_PADDING;
                 grant.grow_to(grant.bytes() + padded, deadline).await?;
                 if frames.count == 1 {
-                    return Ok(Ready::InPlace(std::mem::take(&mut frames.held[0])));
+                    return Ok(Ready::InPlace(std::mem::take(&mut frames.first)));
                 }
                 // The frames go with the copy.
                 let mut body = Vec::with_capacity(padded);
@@ -118,16 +118,37 @@ const MAX_FRAMES: usize = 8;
 /// allocation each one lies in. hyper allocates a new one while an old one is held, so each
 /// held frame is charged the most such an allocation holds besides the frame: hyper's read
 /// buffer limit, `--max-header-bytes` (64 KiB).
+///
+/// The first frame is held in place and the others in a vector allocated at the second: a
+/// few-KB review comes in one frame, and this is moved from future to future as the body is
+/// read and handed over, so it is kept small (eight `Bytes` in place were copied on each move,
+/// with a `memcpy` call each: docs/performance.md).
 #[derive(Debug, Default)]
 pub(super) struct Frames {
-    held: [Bytes; MAX_FRAMES],
+    first: Bytes,
+    more: Vec<Bytes>,
     count: usize,
     len: usize,
 }
 
 impl Frames {
-    fn held(&self) -> &[Bytes] {
-        &self.held[..self.count]
+    /// Holds `data`, the next frame.
+    fn push(&mut self, data: Bytes) {
+        if self.count == 0 {
+            self.first = data;
+        } else {
+            if self.more.is_empty() {
+                self.more.reserve_exact(MAX_FRAMES - 1);
+            }
+            self.more.push(data);
+        }
+        self.count += 1;
+    }
+
+    fn held(&self) -> impl Iterator<Item = &Bytes> {
+        std::iter::once(&self.first)
+            .take(self.count.min(1))
+            .chain(&self.more)
     }
 
     /// Appends the body to `out`.
@@ -139,9 +160,6 @@ impl Frames {
 }
 
 /// A body as it arrived.
-// The frames' variant is larger (eight `Bytes`), but this lives in one request's future, and
-// boxing it would allocate on every request.
-#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(super) enum Received {
     /// A small body over HTTP/1 (at most 256 KiB, in at most [`MAX_FRAMES`] frames), held
@@ -169,7 +187,9 @@ impl Received {
 
 /// Reads the body, stopping as soon as it would pass `limit` (the declared Content-Length, or
 /// `--max-request-bytes`). `pin` is [`Plan::pin`]: what each held frame is charged besides its
-/// bytes, `None` for a body whose frames are not to be held ([`Received`]).
+/// bytes, `None` for a body whose frames are not to be held ([`Received`]). It stops at the
+/// frame after which the body says it has ended (hyper knows it by the declared length),
+/// without polling for the end: a review that came whole with its head is read in one poll.
 pub(super) async fn read_body<B>(
     mut body: B,
     pin: Option<usize>,
@@ -202,9 +222,11 @@ where
                     .grow_to(needed + pinned, deadline)
                     .await
                     .map_err(BodyError::Budget)?;
-                frames.held[frames.count] = data;
-                frames.count += 1;
+                frames.push(data);
                 frames.len = needed;
+                if body.is_end_stream() {
+                    break;
+                }
                 continue;
             }
             // One frame too many: from here on the body is copied as it comes.
@@ -224,6 +246,9 @@ where
             out.reserve_exact(capacity - out.len());
         }
         out.extend_from_slice(&data);
+        if body.is_end_stream() {
+            break;
+        }
     }
     Ok(received)
 }

@@ -111,6 +111,26 @@ impl Budget {
         }
     }
 
+    /// Waits for `units` of `pool`, [`MAX_WAIT`] at most and never past `deadline`.
+    async fn wait(
+        &self,
+        pool: Pool,
+        units: u32,
+        deadline: Instant,
+    ) -> Result<SemaphorePermit<'_>, Refused> {
+        self.metrics.body_budget.waits.inc();
+        let deadline = deadline.min(Instant::now() + MAX_WAIT);
+        let (semaphore, _) = self.pool(pool);
+        // Dropping the acquire on timeout returns any permits it was partly assigned.
+        match tokio::time::timeout_at(deadline, semaphore.acquire_many(units)).await {
+            Ok(Ok(permit)) => Ok(permit),
+            Ok(Err(_)) | Err(_) => {
+                self.busy(pool);
+                Err(Refused::Busy)
+            }
+        }
+    }
+
     /// Counts a refusal for lack of budget; the first after a quiet spell is logged, with what
     /// to do about it.
     fn busy(&self, pool: Pool) {
@@ -174,18 +194,9 @@ impl Grant<'_> {
         let units = u32::try_from(units).expect("at most the pool's permits");
         let permit = match semaphore.try_acquire_many(units) {
             Ok(permit) => permit,
-            Err(_) => {
-                self.budget.metrics.body_budget.waits.inc();
-                let deadline = deadline.min(Instant::now() + MAX_WAIT);
-                // Dropping the acquire on timeout returns any permits it was partly assigned.
-                match tokio::time::timeout_at(deadline, semaphore.acquire_many(units)).await {
-                    Ok(Ok(permit)) => permit,
-                    Ok(Err(_)) | Err(_) => {
-                        self.budget.busy(self.pool);
-                        return Err(Refused::Busy);
-                    }
-                }
-            }
+            // Boxed: its timer and queue entry in place would make every request's future
+            // larger, and that future is moved whole (docs/performance.md); waiting is rare.
+            Err(_) => Box::pin(self.budget.wait(self.pool, units, deadline)).await?,
         };
         let added = units as usize * UNIT;
         self.budget.metrics.body_budget.in_use.inc_by(added as i64);

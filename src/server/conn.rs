@@ -11,6 +11,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use hyper::service::service_fn;
@@ -67,6 +68,9 @@ pub(crate) struct Shared {
     pub slots: Arc<Slots>,
     /// Its `shutting_down`: from then on every answer says `Connection: close`.
     pub state: Arc<super::State>,
+    /// Set before the drain is sent or its sender dropped (`server::Drain`): until then a
+    /// connection's wait for the drain need not be polled (`gated`).
+    pub drain_begun: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -133,8 +137,9 @@ impl Shared {
         let service = service_fn(move |req| {
             let (app, state, conn) = (app.clone(), state.clone(), in_service.clone());
             let busy = conn.begin();
+            let call = app.call(req);
             async move {
-                let mut response = app.handle(req).await;
+                let mut response = app.handle(call).await;
                 // Decided as the answer leaves: a review in service when shutdown begins says it.
                 let shutting_down = state
                     .shutting_down
@@ -154,14 +159,19 @@ impl Shared {
         let mut http = std::pin::pin!(http);
         let (mut draining, mut evicted) = (false, None::<Instant>);
         let (reason, when) = loop {
+            let tick = tokio::time::Instant::now() + self.limits.tick;
             let step = tokio::select! {
                 // hyper first: bytes that arrived are read (a head begun) before an eviction
                 // looks at what the connection is doing.
                 biased;
                 result = http.as_mut() => break ended(&conn, peer, result),
-                () = tokio::time::sleep(self.limits.tick) => self.on_tick(&conn, evicted),
-                () = conn.evict.notified(), if evicted.is_none() => on_evict(&conn, h2),
-                _ = drain.wait_for(|d| *d), if !draining => {
+                () = gated(tokio::time::sleep_until(tick), || {
+                    tokio::time::Instant::now() >= tick
+                }) => self.on_tick(&conn, evicted),
+                () = gated(conn.evict.notified(), || conn.evicting() || conn.asked()),
+                    if evicted.is_none() => on_evict(&conn, h2),
+                _ = gated(drain.wait_for(|d| *d), || self.drain_begun.load(Ordering::Acquire)),
+                    if !draining => {
                     draining = true;
                     on_drain(h2)
                 }
@@ -256,6 +266,26 @@ enum Step {
     /// [`EVICTION_GRACE`] (hyper's graceful close would cut the head).
     AfterAnswer,
     Close(Reason, When),
+}
+
+/// `inner`, polled at its first poll (which registers the task's waker with it) and after that
+/// only once `due` says it may be ready. The connection's task wakes about twice a request,
+/// nearly always for hyper, and polling its watchers at every wake cost a few hundred
+/// instructions a request (docs/performance.md). Sound only where whatever readies `inner`
+/// makes `due` true before it wakes the task: the tick's deadline passed (tokio's timer fires
+/// at or after it), the connection told or asked to go (`slots` sets the flag, then notifies),
+/// the drain sent or its sender dropped (`Shared::drain_begun` is set first).
+async fn gated<F: Future>(inner: F, mut due: impl FnMut() -> bool) -> F::Output {
+    let mut inner = std::pin::pin!(inner);
+    let mut first = true;
+    std::future::poll_fn(move |cx| {
+        if std::mem::take(&mut first) || due() {
+            inner.as_mut().poll(cx)
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
 }
 
 /// hyper ended the connection: who closed it, and when (`close::ended`).

@@ -7,9 +7,12 @@ use super::*;
 use crate::metrics::Metrics;
 use crate::server::budget::Budget;
 
-/// A request body played from a script; `Stall` never resolves (a client gone quiet).
+/// A request body played from a script; `Stall` never resolves (a client gone quiet); after
+/// `Last` the body says it has ended, and polling it again panics.
 enum Step {
     Data(usize),
+    Last(Bytes),
+    Ended,
     Fail,
     Stall,
 }
@@ -33,12 +36,21 @@ impl Body for Script {
                     n
                 ])))))
             }
+            Some(Step::Last(data)) => {
+                self.0.push_front(Step::Ended);
+                Poll::Ready(Some(Ok(hyper::body::Frame::data(data))))
+            }
+            Some(Step::Ended) => panic!("polled past its end"),
             Some(Step::Fail) => Poll::Ready(Some(Err(std::io::Error::other("reset")))),
             Some(Step::Stall) => {
                 self.0.push_front(Step::Stall);
                 Poll::Pending
             }
         }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self.0.front(), Some(Step::Ended))
     }
 }
 
@@ -113,8 +125,7 @@ fn only_a_declared_small_body_over_http1_has_its_frames_held() {
 fn frames(sizes: &[usize]) -> Received {
     let mut frames = Frames::default();
     for &n in sizes {
-        frames.held[frames.count] = Bytes::from(vec![b' '; n]);
-        frames.count += 1;
+        frames.push(Bytes::from(vec![b' '; n]));
         frames.len += n;
     }
     Received::Frames(frames)
@@ -128,7 +139,7 @@ async fn a_body_in_one_frame_is_read_where_it_lies() {
     let Received::Frames(held) = &received else {
         unreachable!()
     };
-    let lies_at = held.held[0].as_ptr();
+    let lies_at = held.first.as_ptr();
     let ready = Ready::take(received, &mut grant, soon()).await;
     let Ok(Ready::InPlace(body)) = ready else {
         panic!("{ready:?}")
@@ -137,6 +148,26 @@ async fn a_body_in_one_frame_is_read_where_it_lies() {
     // Charged as if copied: a declining reader copies it.
     assert!(grant.bytes() >= 5000 + simd_json::INPUT_PADDING);
     drop((body, grant));
+    all_returned(&budget, &metrics).await;
+}
+
+#[tokio::test]
+async fn a_body_that_ends_with_its_first_frame_is_not_polled_for_its_end() {
+    let (budget, metrics) = setup();
+    let mut grant = budget.grant(Pool::Small);
+    let data = Bytes::from(vec![b' '; 5000]);
+    let lies_at = data.as_ptr();
+    let script = Script([Step::Last(data)].into_iter().collect());
+    let result = read_body(script, Some(PIN), &mut grant, 5000, soon()).await;
+    let Ok(Received::Frames(frames)) = result else {
+        panic!("{result:?}")
+    };
+    assert_eq!(
+        (frames.count, frames.len, frames.first.as_ptr()),
+        (1, 5000, lies_at)
+    );
+    assert!(grant.bytes() >= 5000 + PIN, "{}", grant.bytes());
+    drop((frames, grant));
     all_returned(&budget, &metrics).await;
 }
 
