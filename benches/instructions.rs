@@ -32,17 +32,17 @@ use memcached_webhook::autoscalers::{Autoscalers, Controller, Kind, Object, Sync
 
 /// `Ir` ceilings: the count on 2026-12-07 (x86_64, AVX2) plus 10 %, rounded up to 50, measured
 /// on the server's entry for a body in one frame (`Review::answer_in_place`): typical CREATE
-/// 12,701, the 5.6 KB `kubectl apply` CREATE 24,797, UPDATE 16,439 (mutate) and 17,098
-/// (validate), 100 KB 127,336, denial 39,817, admitted validation 13,027 and 13,349 through the
+/// 12,540, the 5.6 KB `kubectl apply` CREATE 24,347, UPDATE 16,140 (mutate) and 16,799
+/// (validate), 100 KB 116,837, denial 39,702, admitted validation 12,934 and 13,256 through the
 /// autoscaler index. History in docs/performance.md.
-const CREATE_IR: u64 = 14_000;
-const APPLY_CREATE_IR: u64 = 27_300;
-const UPDATE_IR: u64 = 18_100;
-const VALIDATE_UPDATE_IR: u64 = 18_850;
-const LARGE_IR: u64 = 140_100;
-const DENIAL_IR: u64 = 43_800;
-const ADMIT_IR: u64 = 14_350;
-const ADMIT_INDEXED_IR: u64 = 14_700;
+const CREATE_IR: u64 = 13_800;
+const APPLY_CREATE_IR: u64 = 26_800;
+const UPDATE_IR: u64 = 17_800;
+const VALIDATE_UPDATE_IR: u64 = 18_500;
+const LARGE_IR: u64 = 128_550;
+const DENIAL_IR: u64 = 43_700;
+const ADMIT_IR: u64 = 14_250;
+const ADMIT_INDEXED_IR: u64 = 14_600;
 
 /// What a measured call gets: the review's inputs, the request body, and a fresh 2 KiB
 /// response buffer (`server/answer.rs`'s).
