@@ -84,6 +84,8 @@ def load(url, fixture, args):
         fail(f"h2load failed:\n{out.stdout}{out.stderr}")
     if int(done.group(2)) or int(codes.group(3)) or int(codes.group(4)):
         fail(f"h2load: some answers were not 2xx:\n{out.stdout}")
+    if int(codes.group(1)) == 0:
+        fail(f"h2load: no answer in {args.seconds} s:\n{out.stdout}")
     return int(codes.group(1))
 
 

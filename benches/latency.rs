@@ -551,7 +551,8 @@ async fn drive(
             let mut due = gap.map(|gap| {
                 *begin.get_or_init(Instant::now) + gap.mul_f64(j as f64 / connections as f64)
             });
-            let mut answered = Instant::now();
+            // When the connection's last answer came (none yet before its first request).
+            let mut answered = None::<Instant>;
             while next.fetch_add(1, Ordering::Relaxed) < requests {
                 let started;
                 let answer = if mode == Mode::FreshHandshake {
@@ -567,13 +568,14 @@ async fn drive(
                         // The last answer came after this request was due: the wait it caused
                         // counts (no coordinated omission). A late timer's does not: that is
                         // the bench's, not the server's.
-                        Some(due) if answered > due => due,
+                        Some(due) if answered.is_some_and(|at| at > due) => due,
                         _ => Instant::now(),
                     };
                     sender.post(path, &body).await
                 };
-                answered = Instant::now();
-                let micros = answered.duration_since(started).as_micros();
+                let now = Instant::now();
+                answered = Some(now);
+                let micros = now.duration_since(started).as_micros();
                 match answer {
                     Ok((StatusCode::OK, _)) => {
                         latencies.saturating_record(u64::try_from(micros).unwrap_or(u64::MAX));
