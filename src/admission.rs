@@ -22,7 +22,7 @@ pub use envelope::{ApiVersion, BadReview, Operation, Request, parse};
 pub use pipeline::Review;
 #[cfg(test)]
 use pipeline::{RETAIN_BELOW, retained};
-pub use skip::SKIPPED;
+pub use skip::{SKIPPED, skipped};
 
 /// Which webhook a request was sent to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -14,8 +14,8 @@ mod view;
 pub use read::{Malformed, read};
 pub use view::{
     Autoscaling, GracefulShutdown, HighAvailability, IntOrString, Memcached, MemcachedConfig,
-    Monitoring, PodDisruptionBudget, Requested, Resources, SecretFeature, Security, ServiceMonitor,
-    Spec,
+    Monitoring, PodDisruptionBudget, READ, Requested, Resources, SecretFeature, Security,
+    ServiceMonitor, Spec,
 };
 
 /// The resource's names, kept in [`crate::crd`] (which the autoscaler watch reads too).

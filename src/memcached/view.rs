@@ -4,6 +4,50 @@
 
 use crate::json::{Field, Val};
 
+/// The sections of the object read member by member (the `match` arms of `read.rs`), by path,
+/// with the members read: the admission reader skips any other member's object or array, as it
+/// skips `managedFields`. A rule reading a new member adds it here (`read/tests.rs` checks them
+/// against the CRD); no rule names a section itself, whose members are emptied when ratcheting
+/// compares.
+pub const READ: [(&[&str], &[&str]); 6] = [
+    (
+        &["spec"],
+        &[
+            "replicas",
+            "image",
+            "resources",
+            "memcached",
+            "highAvailability",
+            "monitoring",
+            "security",
+            "autoscaling",
+        ],
+    ),
+    (&["spec", "resources"], &["limits", "requests"]),
+    (
+        &["spec", "highAvailability"],
+        &[
+            "antiAffinityPreset",
+            "podDisruptionBudget",
+            "gracefulShutdown",
+        ],
+    ),
+    (
+        &["spec", "monitoring"],
+        &[
+            "enabled",
+            "exporterImage",
+            "exporterResources",
+            "serviceMonitor",
+        ],
+    ),
+    (
+        &["spec", "monitoring", "serviceMonitor"],
+        &["interval", "scrapeTimeout"],
+    ),
+    (&["spec", "security"], &["sasl", "tls"]),
+];
+
 /// A Memcached object (`request.object`).
 #[derive(Debug, Default)]
 pub struct Memcached<'t, 'i> {

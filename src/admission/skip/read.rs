@@ -1,5 +1,5 @@
-//! Reads a review into simd-json's tape in one pass over the bytes as sent, with the members of
-//! [`SKIPPED`](super::SKIPPED) emptied as it meets them: simdjson's On-Demand idea, which
+//! Reads a review into simd-json's tape in one pass over the bytes as sent, with the members it
+//! skips ([`skipped`](super::skipped)) emptied as it meets them: simdjson's On-Demand idea, which
 //! simd-json's API does not offer. It reads only what it can read exactly as simd-json would,
 //! and declines the rest.
 //!
@@ -222,7 +222,7 @@ fn document_end(text: &[u8], at: usize, old: OldObject) -> Option<Read> {
 }
 
 /// Reads a member of the innermost open object (`stack`'s last) from its key's opening quote at
-/// `at`, and pushes the key. When the member is one of [`SKIPPED`](super::SKIPPED) and holds an
+/// `at`, and pushes the key. When the member is [`skipped`](super::skipped) and holds an
 /// object or an array, it skips the value (pushing an empty one) and returns the offset after it
 /// and `None`; else where the value starts and `Some` of its step in [`STEPS`]. (Not a small
 /// enum for the two: that cost more a review, docs/performance.md.)
@@ -248,6 +248,11 @@ fn member<'i>(
         None => None,
     };
     let Some(found) = found else {
+        if let Some(node) = open.step
+            && STEPS[usize::from(node)].only_steps
+        {
+            return unread(strings, text, at, old, nodes);
+        }
         return Some((at, Some(None)));
     };
     // The envelope's `oldObject`: each `request` at the root starts over, and one that is not
@@ -258,20 +263,10 @@ fn member<'i>(
         old.read_is_skipped = false;
     }
     match found.last {
-        Some(path) if matches!(text.get(at), Some(b'{' | b'[')) => {
-            let close = strings.value_end(text, at)?;
-            nodes.push(if text[at] == b'{' {
-                Node::Object { len: 0, count: 0 }
-            } else {
-                Node::Array { len: 0, count: 0 }
-            });
-            if path == OLD_OBJECT {
-                old.range = Some(at..close + 1);
-                old.skipped += 1;
-                old.read_is_skipped = true;
-            }
-            Some((close + 1, None))
-        }
+        Some(path) if matches!(text.get(at), Some(b'{' | b'[')) => Some((
+            skip(strings, text, at, path == OLD_OBJECT, old, nodes)?,
+            None,
+        )),
         Some(OLD_OBJECT) => {
             if !text[at..].starts_with(b"null") {
                 old.read_is_skipped = false;
@@ -280,6 +275,53 @@ fn member<'i>(
         }
         _ => Some((at, Some(found.next))),
     }
+}
+
+/// A member of a section of [`memcached::READ`](crate::memcached::READ) that the section does not
+/// name, its value at `at` or after whitespace: no rule reads it, so an object or an array is
+/// skipped as [`member`] skips one of [`SKIPPED`](super::SKIPPED). Out of line, as [`skip`].
+#[cold]
+#[inline(never)]
+#[allow(clippy::type_complexity)]
+fn unread<'i>(
+    strings: Strings,
+    text: &'i [u8],
+    at: usize,
+    old: &mut OldObject,
+    nodes: &mut Vec<Node<'i>>,
+) -> Option<(usize, Option<Option<u8>>)> {
+    let at = whitespace(text, at);
+    if matches!(text.get(at), Some(b'{' | b'[')) {
+        Some((skip(strings, text, at, false, old, nodes)?, None))
+    } else {
+        Some((at, Some(None)))
+    }
+}
+
+/// Skips the object or array that starts at `at`, pushing an empty one, and returns the offset
+/// after it. Out of line: a few members a review take this way, and inlined it cost the
+/// reader's loop registers on every other member.
+#[inline(never)]
+fn skip<'i>(
+    strings: Strings,
+    text: &'i [u8],
+    at: usize,
+    old_object: bool,
+    old: &mut OldObject,
+    nodes: &mut Vec<Node<'i>>,
+) -> Option<usize> {
+    let close = strings.value_end(text, at)?;
+    nodes.push(if text[at] == b'{' {
+        Node::Object { len: 0, count: 0 }
+    } else {
+        Node::Array { len: 0, count: 0 }
+    });
+    if old_object {
+        old.range = Some(at..close + 1);
+        old.skipped += 1;
+        old.read_is_skipped = true;
+    }
+    Some(close + 1)
 }
 
 /// Opens an object or an array: its head node, to be completed by [`close`]. `None` past

@@ -5,7 +5,7 @@ use super::Stack;
 use super::read::{Read, read_portable};
 use super::*;
 
-/// simd-json's tape of `text`, owned, with the value of every member of [`SKIPPED`] that is an
+/// simd-json's tape of `text`, owned, with the value of every member [`skipped`] that is an
 /// object or an array emptied: what the reader must write.
 fn parsed_blanked(text: &str) -> Vec<Node<'static>> {
     let mut bytes = text.as_bytes().to_vec();
@@ -40,7 +40,7 @@ fn blank(
                 };
                 out.push(owned(&nodes[next]));
                 let below: Option<Vec<&str>> = path.map(|p| [p, &[key]].concat());
-                let skipped = below.as_deref().is_some_and(|b| SKIPPED.contains(&b));
+                let skipped = below.as_deref().is_some_and(skipped);
                 next = match nodes[next + 1] {
                     Node::Object { count, .. } if skipped => {
                         out.push(Node::Object { len: 0, count: 0 });
@@ -70,7 +70,8 @@ fn blank(
     next
 }
 
-/// Reads `text`, and checks the tape is simd-json's of the text with [`SKIPPED`] emptied.
+/// Reads `text`, and checks the tape is simd-json's of the text with the members [`skipped`]
+/// emptied.
 fn read_as_simd_json(text: &str) -> Read {
     let mut nodes = Vec::new();
     let read = read(text.as_bytes(), &mut nodes, &mut Stack::default())
@@ -252,7 +253,7 @@ fn scalars_and_whitespace_read_as_simd_json_reads_them() {
 }
 
 #[test]
-fn the_steps_built_at_compile_time_follow_every_skipped_path() {
+fn the_steps_built_at_compile_time_follow_every_skipped_path_and_read_section() {
     for (index, path) in SKIPPED.iter().enumerate() {
         let mut node = 0;
         for (depth, name) in path.iter().enumerate() {
@@ -267,11 +268,39 @@ fn the_steps_built_at_compile_time_follow_every_skipped_path() {
             }
         }
     }
+    let walk = |path: &[&str]| {
+        path.iter().fold(0, |node, name| {
+            let step = STEPS[node]
+                .find(name)
+                .unwrap_or_else(|| panic!("{path:?}: no step {name}"));
+            usize::from(step.next.expect("the path goes on"))
+        })
+    };
+    let object = walk(&OBJECT);
+    for (section, names) in crate::memcached::READ {
+        let node = section.iter().fold(object, |node, name| {
+            usize::from(
+                STEPS[node]
+                    .find(name)
+                    .and_then(|s| s.next)
+                    .expect("a step on"),
+            )
+        });
+        assert!(STEPS[node].only_steps, "{section:?}");
+        assert_eq!(STEPS[node].len, names.len(), "{section:?}");
+        for name in names {
+            let step = STEPS[node]
+                .find(name)
+                .unwrap_or_else(|| panic!("{section:?}: no {name}"));
+            assert_eq!(step.last, None, "{section:?}.{name} is read");
+        }
+    }
+    assert!(!STEPS[object].only_steps && !STEPS[0].only_steps);
     let long = "k".repeat(70);
     for steps in &STEPS {
         for key in [
             "",
-            "spec",
+            "spe",
             "uid",
             "requestkind",
             "oldObjec",

@@ -1,6 +1,7 @@
 //! The reader on hand-written objects: type errors named by path, the rest still read.
 
 use super::*;
+use crate::memcached::READ;
 
 fn read_json(json: &str) -> Result<String, String> {
     let mut bytes = json.as_bytes().to_vec();
@@ -105,4 +106,60 @@ fn nulls_and_absences_are_told_apart() {
     assert_eq!(spec.image, Field::Absent);
     assert_eq!(spec.memcached.get().unwrap().threads, Field::Set(0));
     assert!(matches!(spec.monitoring, Field::Null));
+}
+
+/// `{"spec": {...section: {member: value}}}`, or the section empty when `member` is `None`.
+fn in_section(section: &[&str], member: Option<(&str, serde_json::Value)>) -> String {
+    let mut value =
+        serde_json::Value::Object(member.into_iter().map(|(k, v)| (k.into(), v)).collect());
+    for key in section.iter().rev() {
+        value = serde_json::json!({ *key: value });
+    }
+    value.to_string()
+}
+
+/// [`READ`] against the reader and the CRD, in every version the CRD serves: each member it
+/// names is read (a wrongly typed value is refused), and every other member the CRD has in that
+/// section, or one it does not have, is read by nothing (the view is the same without it).
+/// That is what lets the admission reader skip them.
+#[test]
+fn read_names_exactly_the_members_the_view_reads() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/manifests/components/crd/memcached.c5c3.io_memcacheds.yaml"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let crd: serde_json::Value = serde_yaml_ng::from_str(&text).unwrap();
+    let versions = crd["spec"]["versions"].as_array().expect("spec.versions");
+    assert!(!versions.is_empty());
+    // Wrongly typed for every member read: none is an array of arrays.
+    let odd = || serde_json::json!([[{"a": 1}]]);
+    for version in versions {
+        for (section, names) in READ {
+            let mut schema = &version["schema"]["openAPIV3Schema"];
+            for key in section {
+                schema = &schema["properties"][key];
+            }
+            let members = schema["properties"]
+                .as_object()
+                .unwrap_or_else(|| panic!("the CRD has no section {section:?}"));
+            let empty = read_json(&in_section(section, None));
+            for name in names {
+                assert!(
+                    members.contains_key(*name),
+                    "{section:?}.{name} is not in the CRD"
+                );
+                let read = read_json(&in_section(section, Some((name, odd()))));
+                assert!(read.is_err(), "{section:?}.{name} is not read: {read:?}");
+            }
+            let unread = members
+                .keys()
+                .map(String::as_str)
+                .filter(|m| !names.contains(m));
+            for member in unread.chain(["notInTheCrd"]) {
+                let read = read_json(&in_section(section, Some((member, odd()))));
+                assert_eq!(read, empty, "{section:?}.{member} is read but not in READ");
+            }
+        }
+    }
 }
