@@ -61,10 +61,10 @@ fn allocations_per_call(iters: u64, mut f: impl FnMut()) -> (f64, f64) {
 
 /// Ours, as `server/body.rs` reads a body over HTTP/1: read where it lies when it declares
 /// at most `budget::SMALL` bytes (a body in one frame), else copied into a buffer of the
-/// server's size (length + padding) and answered from it; a fresh 2 KiB response buffer
-/// (`server/answer.rs`'s).
+/// server's size (length + padding) and answered from it; a fresh response buffer of the
+/// server's size (`Webhook::answer_capacity`).
 fn ours(webhook: Webhook, fixture: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(2048);
+    let mut out = Vec::with_capacity(webhook.answer_capacity());
     let review = admission::Review::new(webhook);
     let verdict = if fixture.len() <= budget::SMALL {
         review.answer_in_place(fixture, &mut out)

@@ -57,9 +57,7 @@ impl App {
             Ok(body) => body,
             Err(response) => return response,
         };
-        // Room for a patched answer (a 5.6 KB `kubectl apply` CREATE's is 1.2 KB with its base64
-        // patch and audit annotations), so it is written without reallocating.
-        let mut out = Vec::with_capacity(2048);
+        let mut out = Vec::with_capacity(webhook.answer_capacity());
         let review = admission::Review {
             webhook,
             actions: self.validation_actions,
