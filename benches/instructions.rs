@@ -32,20 +32,20 @@ use memcached_webhook::autoscalers::{Autoscalers, Controller, Kind, Object, Sync
 
 /// `Ir` ceilings: the count on 2026-12-07 (x86_64, AVX2) plus 10 %, rounded up to 50, measured
 /// on the server's entry for a body in one frame (`Review::answer_in_place`): typical CREATE
-/// 12,540, the 5.6 KB `kubectl apply` CREATE 24,347, UPDATE 16,140 (mutate) and 16,799
-/// (validate), 100 KB 116,837, denial 39,702, admitted validation 12,934 and 13,256 through the
+/// 12,365, the 5.6 KB `kubectl apply` CREATE 22,227, UPDATE 15,985 (mutate) and 16,508
+/// (validate), 100 KB 116,683, denial 39,919, admitted validation 12,626 and 12,994 through the
 /// autoscaler index. History in docs/performance.md.
-const CREATE_IR: u64 = 13_800;
-const APPLY_CREATE_IR: u64 = 26_800;
-const UPDATE_IR: u64 = 17_800;
-const VALIDATE_UPDATE_IR: u64 = 18_500;
-const LARGE_IR: u64 = 128_550;
-const DENIAL_IR: u64 = 43_700;
-const ADMIT_IR: u64 = 14_250;
-const ADMIT_INDEXED_IR: u64 = 14_600;
+const CREATE_IR: u64 = 13_650;
+const APPLY_CREATE_IR: u64 = 24_450;
+const UPDATE_IR: u64 = 17_600;
+const VALIDATE_UPDATE_IR: u64 = 18_200;
+const LARGE_IR: u64 = 128_400;
+const DENIAL_IR: u64 = 43_950;
+const ADMIT_IR: u64 = 13_900;
+const ADMIT_INDEXED_IR: u64 = 14_300;
 
-/// What a measured call gets: the review's inputs, the request body, and a fresh 2 KiB
-/// response buffer (`server/answer.rs`'s).
+/// What a measured call gets: the review's inputs, the request body, and a fresh response buffer
+/// of the server's size (`Webhook::answer_capacity`).
 struct Request {
     webhook: Webhook,
     autoscalers: Option<&'static Autoscalers>,
@@ -132,7 +132,7 @@ fn warmed_with(
         webhook,
         autoscalers,
         body: fixture(file),
-        out: Vec::with_capacity(2048),
+        out: Vec::with_capacity(webhook.answer_capacity()),
     };
     let verdict = request
         .answer_in_place()
@@ -144,7 +144,7 @@ fn warmed_with(
             "{file}: the defaulting webhook must patch it"
         );
     }
-    request.out = Vec::with_capacity(2048);
+    request.out = Vec::with_capacity(webhook.answer_capacity());
     request
 }
 
