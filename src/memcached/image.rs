@@ -140,8 +140,8 @@ fn is_domain(d: &str) -> bool {
 }
 
 /// `[a-z0-9]+ (([._]|__|[-]+) [a-z0-9]+)*`, in one pass over the bytes: each run between two
-/// letters or digits must be a separator. (`str::split` on letters and digits cost a step of
-/// its iterator for every character: about half of an image's check.)
+/// letters or digits must be a separator. (`str::split` on letters and digits took a step of
+/// its iterator for every character: 110 instructions more on `memcached:1.6.28`.)
 fn is_path_component(c: &str) -> bool {
     let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
     let bytes = c.as_bytes();
