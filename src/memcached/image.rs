@@ -64,7 +64,7 @@ pub fn check(s: &str) -> Result<(), ImageError> {
     if name.is_empty() {
         return Err(E::MissingName);
     }
-    if name.split(is_slash).any(str::is_empty) {
+    if components(name).any(<[u8]>::is_empty) {
         return Err(E::EmptyComponent);
     }
 
@@ -77,14 +77,13 @@ pub fn check(s: &str) -> Result<(), ImageError> {
         return Err(E::Uppercase(path.to_owned()));
     }
     // The grammar itself only needs one reading to match: with a host, or all path components.
-    let with_host = split_once(name, b'/').is_some_and(|(first, path)| {
-        is_domain(first) && path.split(is_slash).all(is_path_component)
-    });
-    if !with_host && !name.split(is_slash).all(is_path_component) {
+    let with_host = split_once(name, b'/')
+        .is_some_and(|(first, path)| is_domain(first) && components(path).all(is_path_component));
+    if !with_host && !components(name).all(is_path_component) {
         return Err(match host {
             Some((first, _)) if !is_domain(first) => E::InvalidRegistry(first.to_owned()),
             _ => {
-                let mut components = path.split(is_slash).filter(|c| !is_path_component(c));
+                let mut components = path.split('/').filter(|c| !is_path_component(c.as_bytes()));
                 E::InvalidComponent(components.next().unwrap_or(path).to_owned())
             }
         });
@@ -130,21 +129,20 @@ fn is_domain(d: &str) -> bool {
         return ipv6 && (after.is_empty() || after.strip_prefix(':').is_some_and(is_port));
     }
     let (host, port) = split_once(d, b':').map_or((d, None), |(h, p)| (h, Some(p)));
-    let component = |c: &str| {
+    let component = |c: &[u8]| {
         let edge = |b: Option<&u8>| b.is_some_and(u8::is_ascii_alphanumeric);
-        edge(c.as_bytes().first())
-            && edge(c.as_bytes().last())
-            && c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        edge(c.first())
+            && edge(c.last())
+            && c.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'-')
     };
-    port.is_none_or(is_port) && host.split(is_dot).all(component)
+    port.is_none_or(is_port) && host.as_bytes().split(|&b| b == b'.').all(component)
 }
 
 /// `[a-z0-9]+ (([._]|__|[-]+) [a-z0-9]+)*`, in one pass over the bytes: each run between two
 /// letters or digits must be a separator. (`str::split` on letters and digits took a step of
 /// its iterator for every character: 110 instructions more on `memcached:1.6.28`.)
-fn is_path_component(c: &str) -> bool {
+fn is_path_component(bytes: &[u8]) -> bool {
     let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    let bytes = c.as_bytes();
     if !(bytes.first().is_some_and(alnum) && bytes.last().is_some_and(alnum)) {
         return false;
     }
@@ -177,18 +175,13 @@ fn has_upper(s: &str) -> bool {
 
 // The searches below look for ASCII bytes, which never occur inside a multi-byte UTF-8
 // sequence, so a byte's index is a character boundary, as `str::find` would give it. Written as
-// byte loops (and `split` with a closure) they are inlined: the `char` pattern's searcher is a
-// call into `memchr` for every search, dear on strings of a few bytes (an image is checked on
-// every validation; docs/performance.md).
+// byte loops they are inlined: the `char` pattern's searcher is a call into `memchr` for every
+// search, and `str::split` decodes every character; both dear on strings of a few bytes (an
+// image is checked on every validation; docs/performance.md).
 
-/// `str::split`'s pattern for the components of a path.
-fn is_slash(c: char) -> bool {
-    c == '/'
-}
-
-/// `str::split`'s pattern for the components of a host.
-fn is_dot(c: char) -> bool {
-    c == '.'
+/// The components of a path: its bytes between `/`s.
+fn components(s: &str) -> impl Iterator<Item = &[u8]> {
+    s.as_bytes().split(|&b| b == b'/')
 }
 
 /// `s.split_once(b as char)` for an ASCII byte.
@@ -362,7 +355,7 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn a_path_component_is_read_as_the_grammar_reads_it(c in "[a-c0-9._A/é-]{0,12}") {
-            let (read, by_split) = (is_path_component(&c), path_component_by_split(&c));
+            let (read, by_split) = (is_path_component(c.as_bytes()), path_component_by_split(&c));
             proptest::prop_assert_eq!(read, by_split, "{:?}", c);
         }
     }

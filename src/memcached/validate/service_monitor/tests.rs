@@ -57,3 +57,14 @@ fn service_monitor_table() {
         (sm(json!(null)), &[]),
     ]);
 }
+
+/// `check` returns early on the default interval and timeout without parsing them: that is
+/// sound only while they are valid Prometheus durations and the timeout is no longer than the
+/// interval.
+#[test]
+fn the_defaults_pass_the_rules_they_skip() {
+    let (interval, timeout) = super::DEFAULTS;
+    let interval = crate::memcached::duration::parse(interval).expect("the default interval");
+    let timeout = crate::memcached::duration::parse(timeout).expect("the default timeout");
+    assert!(timeout <= interval, "{timeout:?} > {interval:?}");
+}
