@@ -200,6 +200,13 @@ pub struct Entries<'t, 'i> {
     left: usize,
 }
 
+/// No members: what a wrongly typed object reads as, once its type error is recorded.
+impl Default for Entries<'_, '_> {
+    fn default() -> Self {
+        Entries { rest: &[], left: 0 }
+    }
+}
+
 impl<'t, 'i> Iterator for Entries<'t, 'i> {
     type Item = (&'i str, Val<'t, 'i>);
 

@@ -105,12 +105,12 @@ pub fn read<'t, 'i>(object: Val<'t, 'i>) -> Result<Memcached<'t, 'i>, Box<Malfor
 fn read_object<'t, 'i>(r: &mut Reader, object: Val<'t, 'i>) -> Memcached<'t, 'i> {
     let mut mc = Memcached::default();
     let mut spec = None;
-    let members = r.or_default(json::object(object, "object").map(Some));
-    for (key, v) in members.into_iter().flatten() {
+    let members = r.or_default(json::object(object, "object"));
+    for (key, v) in members {
         match key {
             "metadata" => {
-                let members = r.or_default(json::object(v, "metadata").map(Some));
-                for (key, v) in members.into_iter().flatten() {
+                let members = r.or_default(json::object(v, "metadata"));
+                for (key, v) in members {
                     match key {
                         "name" if !v.is_null() => {
                             mc.name = r.or_default(json::string(v, "metadata.name"))
@@ -155,18 +155,16 @@ fn read_resources<'t, 'i>(r: &mut Reader, v: Val<'t, 'i>) -> Result<Resources<'t
     for (key, v) in json::object(v, "spec.resources")? {
         match key {
             "limits" if !v.is_null() => {
-                let limits = r.or_default(json::object(v, "spec.resources.limits").map(Some));
+                let limits = r.or_default(json::object(v, "spec.resources.limits"));
                 res.limits_memory = limits
-                    .into_iter()
-                    .flatten()
                     .filter(|(k, _)| *k == "memory")
                     .last()
                     .map(|(_, v)| v);
                 res.requested_memory |= res.limits_memory.is_some();
             }
             "requests" if !v.is_null() => {
-                let requests = r.or_default(json::object(v, "spec.resources.requests").map(Some));
-                for (k, _) in requests.into_iter().flatten() {
+                let requests = r.or_default(json::object(v, "spec.resources.requests"));
+                for (k, _) in requests {
                     res.requests_cpu |= k == "cpu";
                     res.requested_memory |= k == "memory";
                 }
@@ -325,8 +323,8 @@ fn read_exporter_requested(r: &mut Reader, v: Val<'_, '_>) -> Result<Requested, 
         if v.is_null() {
             continue;
         }
-        let members = r.or_default(json::object(v, section).map(Some));
-        for (k, _) in members.into_iter().flatten() {
+        let members = r.or_default(json::object(v, section));
+        for (k, _) in members {
             req.cpu |= k == "cpu";
             req.memory |= k == "memory";
         }
@@ -428,8 +426,8 @@ fn secret_feature<'i>(
         if key == "enabled" {
             f.enabled = r.or_default(json::flag(v, paths[1]));
         } else if key == ref_key && !v.is_null() {
-            let members = r.or_default(json::object(v, ref_paths[0]).map(Some));
-            for (key, v) in members.into_iter().flatten() {
+            let members = r.or_default(json::object(v, ref_paths[0]));
+            for (key, v) in members {
                 if key == "name" && !v.is_null() {
                     f.secret_name = r.or_default(json::string(v, ref_paths[1]));
                 }
