@@ -32,17 +32,17 @@ use memcached_webhook::autoscalers::{Autoscalers, Controller, Kind, Object, Sync
 
 /// `Ir` ceilings: the count on 2026-12-07 (x86_64, AVX2) plus 10 %, rounded up to 50, measured
 /// on the server's entry for a body in one frame (`Review::answer_in_place`): typical CREATE
-/// 12,365, the 5.6 KB `kubectl apply` CREATE 22,227, UPDATE 15,985 (mutate) and 16,508
-/// (validate), 100 KB 116,683, denial 39,919, admitted validation 12,626 and 12,994 through the
+/// 12,164, the 5.6 KB `kubectl apply` CREATE 21,949, UPDATE 15,771 (mutate) and 15,124
+/// (validate), 100 KB 116,483, denial 39,715, admitted validation 12,417 and 12,765 through the
 /// autoscaler index. History in docs/performance.md.
-const CREATE_IR: u64 = 13_650;
-const APPLY_CREATE_IR: u64 = 24_450;
-const UPDATE_IR: u64 = 17_600;
-const VALIDATE_UPDATE_IR: u64 = 18_200;
-const LARGE_IR: u64 = 128_400;
-const DENIAL_IR: u64 = 43_950;
-const ADMIT_IR: u64 = 13_900;
-const ADMIT_INDEXED_IR: u64 = 14_300;
+const CREATE_IR: u64 = 13_400;
+const APPLY_CREATE_IR: u64 = 24_150;
+const UPDATE_IR: u64 = 17_350;
+const VALIDATE_UPDATE_IR: u64 = 16_650;
+const LARGE_IR: u64 = 128_150;
+const DENIAL_IR: u64 = 43_700;
+const ADMIT_IR: u64 = 13_700;
+const ADMIT_INDEXED_IR: u64 = 14_050;
 
 /// What a measured call gets: the review's inputs, the request body, and a fresh response buffer
 /// of the server's size (`Webhook::answer_capacity`).
