@@ -55,9 +55,10 @@ pub fn check(s: &str) -> Result<(), ImageError> {
 }
 
 /// The common reference `name[:tag]` (`memcached:1.6.28`), no host and no digest, checked in
-/// one pass over its bytes: what [`reference`] concludes for it, for a third of its
-/// instructions. `None` for any other, or when the name is not a valid path component (then
-/// [`reference`] finds the error).
+/// one pass over its bytes: what [`reference`] concludes for it, for about half the
+/// instructions (the whole check of `memcached:1.6.28` 533 instead of about 980). `None` for
+/// any other, or when the name is not a valid path component (then [`reference`] finds the
+/// error).
 fn one_component(s: &str) -> Option<Result<(), ImageError>> {
     let mut colon = None;
     for (at, &b) in s.as_bytes().iter().enumerate() {
@@ -79,13 +80,7 @@ fn one_component(s: &str) -> Option<Result<(), ImageError>> {
     if normalized > MAX_NAME {
         return Some(Err(ImageError::TooLong(normalized)));
     }
-    Some(match tag.and_then(tag_problem) {
-        Some(problem) => Err(ImageError::InvalidTag {
-            tag: tag.unwrap_or_default().to_owned(),
-            problem,
-        }),
-        None => Ok(()),
-    })
+    Some(check_tag(tag))
 }
 
 /// [`check`] past its first three tests: the reference grammar in full.
@@ -145,12 +140,7 @@ fn reference(s: &str) -> Result<(), ImageError> {
         return Err(E::TooLong(normalized));
     }
 
-    if let Some(problem) = tag.and_then(tag_problem) {
-        return Err(E::InvalidTag {
-            tag: tag.unwrap_or_default().to_owned(),
-            problem,
-        });
-    }
+    check_tag(tag)?;
     if let Some(problem) = digest.and_then(digest_problem) {
         return Err(E::InvalidDigest {
             digest: digest.unwrap_or_default().to_owned(),
@@ -231,6 +221,17 @@ fn components(s: &str) -> impl Iterator<Item = &[u8]> {
 fn split_once(s: &str, b: u8) -> Option<(&str, &str)> {
     let i = s.bytes().position(|x| x == b)?;
     Some((s.get(..i)?, s.get(i + 1..)?))
+}
+
+/// A reference's tag, when it has one.
+fn check_tag(tag: Option<&str>) -> Result<(), ImageError> {
+    match tag.and_then(tag_problem) {
+        Some(problem) => Err(ImageError::InvalidTag {
+            tag: tag.unwrap_or_default().to_owned(),
+            problem,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// `[\w][\w.-]{0,127}` with ASCII `\w`.
