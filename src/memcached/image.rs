@@ -51,13 +51,13 @@ pub fn check(s: &str) -> Result<(), ImageError> {
     if let Some(checked) = one_component(s) {
         return checked;
     }
-    reference(s)
+    full_grammar(s)
 }
 
 /// The common reference `name[:tag]` (`memcached:1.6.28`), no host and no digest, checked in
-/// one pass over its bytes: what [`reference`] concludes for it, for about half the
+/// one pass over its bytes: what [`full_grammar`] concludes for it, for about half the
 /// instructions (the whole check of `memcached:1.6.28` 533 instead of about 980). `None` for
-/// any other, or when the name is not a valid path component (then [`reference`] finds the
+/// any other, or when the name is not a valid path component (then [`full_grammar`] finds the
 /// error).
 fn one_component(s: &str) -> Option<Result<(), ImageError>> {
     let mut colon = None;
@@ -84,7 +84,7 @@ fn one_component(s: &str) -> Option<Result<(), ImageError>> {
 }
 
 /// [`check`] past its first three tests: the reference grammar in full.
-fn reference(s: &str) -> Result<(), ImageError> {
+fn full_grammar(s: &str) -> Result<(), ImageError> {
     use ImageError as E;
     let (rest, digest) = split_once(s, b'@').map_or((s, None), |(r, d)| (r, Some(d)));
     // A tag follows the first ':' after the last '/'; any earlier ':' belongs to a registry port.
@@ -404,7 +404,7 @@ mod tests {
             s in "[a-cA-C0-9._é:/@-]{1,12}|[a-z]{250,260}(:[a-z0-9._-]{0,3})?"
         ) {
             if let Some(checked) = one_component(&s) {
-                proptest::prop_assert_eq!(checked, reference(&s), "{:?}", s);
+                proptest::prop_assert_eq!(checked, full_grammar(&s), "{:?}", s);
             }
         }
 
