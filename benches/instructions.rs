@@ -32,7 +32,7 @@ use memcached_webhook::autoscalers::{Autoscalers, Controller, Kind, Object, Sync
 
 /// `Ir` ceilings: the count on 2026-12-07 (x86_64, AVX2) plus 10 %, rounded up to 50, measured
 /// on the server's entry for a body in one frame (`Review::answer_in_place`): typical CREATE
-/// 12,164, the 5.6 KB `kubectl apply` CREATE 21,949, UPDATE 15,771 (mutate) and 15,124
+/// 12,164, the 5.6 KB `kubectl apply` CREATE 21,949, UPDATE 15,771 (mutate) and 15,117
 /// (validate), 100 KB 116,483, denial 39,715, admitted validation 12,417 and 12,765 through the
 /// autoscaler index. History in docs/performance.md.
 const CREATE_IR: u64 = 13_400;
