@@ -7,8 +7,9 @@ use crate::json::{Field, Val};
 /// The sections of the object read member by member (the `match` arms of `read.rs`), by path,
 /// with the members read: the admission reader skips any other member's object or array, as it
 /// skips `managedFields`. A rule reading a new member adds it here (`read/tests.rs` checks them
-/// against the CRD); no rule names a section itself, whose members are emptied when ratcheting
-/// compares.
+/// against the CRD). No rule's error that ratcheting compares by value may name a section
+/// itself, whose unread members are emptied (`validate::test_support::compared_as_read` holds
+/// every rule's test to that).
 pub const READ: [(&[&str], &[&str]); 6] = [
     (
         &["spec"],

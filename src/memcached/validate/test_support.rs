@@ -1,18 +1,48 @@
 //! What the validation tests share: an object judged from JSON, its errors and warnings as
 //! strings, a table runner, and the object as the mutating webhook leaves it.
 
+use crate::admission;
 use crate::json::Val;
-use crate::memcached::defaults;
 use crate::memcached::validate::{Outcome, validate};
+use crate::memcached::{READ, defaults};
 use crate::patch::Patch;
 use serde_json::{Value as J, json};
 
-/// Validates `{metadata: {name: "c"}, spec}` and returns the outcome.
+/// Validates `{metadata: {name: "c"}, spec}` and returns the outcome. Every error any rule's
+/// test sees is held to [`compared_as_read`] here.
 pub(super) fn outcome_of(object: &J) -> Outcome {
     let mut bytes = serde_json::to_vec(object).unwrap();
     let tape = simd_json::to_tape(&mut bytes).unwrap();
     let mc = crate::memcached::read(Val::root(&tape)).expect("the view reads the test object");
-    validate(&mc)
+    let outcome = validate(&mc);
+    for e in outcome.errors.iter().filter(|e| !e.names_value()) {
+        assert!(
+            compared_as_read(&e.field),
+            "{e}: ratcheting would compare emptied members"
+        );
+    }
+    outcome
+}
+
+/// Whether ratcheting may compare the JSON at `field` in the tape the admission reader wrote,
+/// where the members no rule reads are emptied (`admission::skipped`): it must neither hold
+/// such members (the object, `metadata` or a section of `memcached::READ`) nor lie in one. For
+/// the errors that do not name their value (`FieldError::names_value`), which ratcheting
+/// compares so.
+pub(super) fn compared_as_read(field: &str) -> bool {
+    // Through objects only: nothing below an array's item is skipped.
+    let head = field.split('[').next().unwrap_or_default();
+    let path: Vec<&str> = ["request", "object"]
+        .into_iter()
+        .chain(head.split('.').filter(|c| !c.is_empty()))
+        .collect();
+    let holds = |path: &[&str]| match path {
+        ["request", "object"] | ["request", "object", "metadata"] => true,
+        ["request", "object", section @ ..] => READ.iter().any(|(s, _)| *s == section),
+        _ => false,
+    };
+    let lies_in = (3..=path.len()).any(|end| admission::skipped(&path[..end]));
+    !lies_in && (field.contains('[') || !holds(&path))
 }
 
 pub(super) fn outcome(spec: J) -> Outcome {

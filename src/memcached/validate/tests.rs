@@ -121,3 +121,30 @@ fn a_typical_valid_object_allocates_no_errors_or_warnings() {
     assert_eq!(o.errors.capacity(), 0);
     assert_eq!(o.warnings.capacity(), 0);
 }
+
+/// The guard every rule's test runs its errors through (`test_support::outcome_of`) refuses
+/// the fields ratcheting cannot compare in the reader's tape.
+#[test]
+fn ratcheting_compares_only_what_the_reader_reads_whole() {
+    use super::test_support::compared_as_read;
+    for field in [
+        "spec.highAvailability.podDisruptionBudget",
+        "spec.replicas",
+        "spec.memcached.extraArgs[0]",
+        "spec.monitoring.serviceMonitor.interval",
+    ] {
+        assert!(compared_as_read(field), "{field}");
+    }
+    for field in [
+        "",
+        "metadata",
+        "spec",
+        "spec.highAvailability",
+        "spec.monitoring.serviceMonitor",
+        "spec.highAvailability.topologySpreadConstraints",
+        "spec.service.annotations",
+        "metadata.labels",
+    ] {
+        assert!(!compared_as_read(field), "{field}");
+    }
+}
