@@ -44,10 +44,9 @@ impl Webhook {
 
     /// Room for an answer, so that the usual one is written without reallocating: a patched
     /// answer runs to 1.2 KB (a 5.6 KB `kubectl apply` CREATE's, with its base64 patch), an
-    /// admitted validation to about 250 bytes. The validating webhook's 1 KiB stays within
-    /// glibc's per-thread cache (blocks up to 1,032 bytes), which a 2 KiB buffer misses on its
-    /// way in and out (docs/performance.md); a denial's longer answer (1.5 KB for four causes)
-    /// grows it once.
+    /// admitted validation to about 250 bytes; a denial's longer answer (1.5 KB for four
+    /// causes) grows it once. The server keeps a worker thread's last answer buffer for its
+    /// next answer, so this is what a thread's first answer allocates.
     pub const fn answer_capacity(self) -> usize {
         match self {
             Webhook::Mutate => 2048,

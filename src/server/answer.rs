@@ -2,7 +2,6 @@
 //! decides how), the review answered, and every failure answered with the HTTP error that says
 //! what was wrong.
 
-use std::io::Cursor;
 use std::task::Poll;
 
 use http_body_util::Full;
@@ -15,6 +14,10 @@ use super::budget::{Grant, Refused};
 use super::route::{App, Body, error};
 use crate::admission::{self, BadReview, Verdict, Webhook};
 use crate::metrics::BadRequest;
+
+mod buffer;
+
+pub(super) use buffer::Answer;
 
 /// What a caught panic leaves of a review.
 type Reviewed = std::thread::Result<Result<Verdict, BadReview>>;
@@ -57,7 +60,7 @@ impl App {
             Ok(body) => body,
             Err(response) => return response,
         };
-        let mut out = Vec::with_capacity(webhook.answer_capacity());
+        let mut out = buffer::take(webhook.answer_capacity());
         let review = admission::Review {
             webhook,
             actions: self.validation_actions,
@@ -161,7 +164,7 @@ impl App {
         match reviewed {
             Ok(Ok(verdict)) => {
                 self.metrics.webhook(webhook).admission(&verdict);
-                let mut response = Response::new(Full::new(Cursor::new(out)));
+                let mut response = Response::new(Full::new(Answer::from(out)));
                 response
                     .headers_mut()
                     .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

@@ -6,7 +6,6 @@
 //! on either path is `answer.rs`'s, reading its body `body.rs`'s. Anything that is not an
 //! answerable AdmissionReview gets a plain-text HTTP error ([`text`]) with a one-line reason.
 
-use std::io::Cursor;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,7 +15,7 @@ use hyper::body::Incoming;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 
-use super::answer::Head;
+use super::answer::{Answer, Head};
 use super::budget::Budget;
 use crate::admission::{self, MUTATE_PATH, VALIDATE_PATH, Webhook};
 use crate::autoscalers::Autoscalers;
@@ -127,10 +126,9 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// A webhook answer's body: bytes it owns, freed once written (`Bytes::from` a vector with room
-/// to spare, as an answer is written into, allocates a shared header besides: a `malloc` and a
-/// `free` more a request).
-pub(super) type Body = Full<Cursor<Vec<u8>>>;
+/// A webhook answer's body: bytes it owns, its buffer kept for the next answer once written
+/// ([`Answer`]).
+pub(super) type Body = Full<Answer>;
 
 /// A plain-text response; the body is one line saying what was wrong.
 pub fn text(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
@@ -139,7 +137,7 @@ pub fn text(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
 
 /// [`text`] on the webhook port.
 pub(super) fn error(status: StatusCode, message: &str) -> Response<Body> {
-    plain(status, Cursor::new(message.as_bytes().to_vec()))
+    plain(status, Answer::from(message.as_bytes().to_vec()))
 }
 
 fn plain<D: Buf>(status: StatusCode, data: D) -> Response<Full<D>> {

@@ -16,7 +16,7 @@ use std::ops::Range;
 
 use simd_json::{Node, StaticNode};
 
-use super::scan::Strings;
+use super::scan::{self, Strings};
 use super::{OLD_OBJECT, STEPS};
 
 /// Deeper than this, the reader declines: a Memcached review nests about ten levels.
@@ -300,8 +300,9 @@ fn unread<'i>(
 
 /// Skips the object or array that starts at `at`, pushing an empty one, and returns the offset
 /// after it. Out of line: a few members a review take this way, and inlined it cost the
-/// reader's loop registers on every other member.
-#[inline(never)]
+/// reader's loop registers on every other member. Compiled for AVX2 where the reader is, so
+/// that the scan is inlined into it: one call a skipped value, not two (docs/performance.md).
+#[inline(always)]
 fn skip<'i>(
     strings: Strings,
     text: &'i [u8],
@@ -310,7 +311,56 @@ fn skip<'i>(
     old: &mut OldObject,
     nodes: &mut Vec<Node<'i>>,
 ) -> Option<usize> {
+    match strings {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Strings::Avx2` is made only where the CPU has AVX2, POPCNT, PCLMULQDQ and
+        // BMI1 ([`Strings::detect`]), all that `skip_avx2` is compiled for.
+        #[allow(unsafe_code)]
+        Strings::Avx2 => unsafe { skip_avx2(text, at, old_object, old, nodes) },
+        strings => skip_portable(strings, text, at, old_object, old, nodes),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,popcnt,pclmulqdq,bmi1")]
+#[inline(never)]
+fn skip_avx2<'i>(
+    text: &'i [u8],
+    at: usize,
+    old_object: bool,
+    old: &mut OldObject,
+    nodes: &mut Vec<Node<'i>>,
+) -> Option<usize> {
+    // SAFETY: this function is compiled for the features the scan needs, and called only where
+    // the CPU has them.
+    #[allow(unsafe_code)]
+    let close = unsafe { scan::value_end_avx2_inline(text, at) }?;
+    Some(skipped(text, at, close, old_object, old, nodes))
+}
+
+#[inline(never)]
+fn skip_portable<'i>(
+    strings: Strings,
+    text: &'i [u8],
+    at: usize,
+    old_object: bool,
+    old: &mut OldObject,
+    nodes: &mut Vec<Node<'i>>,
+) -> Option<usize> {
     let close = strings.value_end(text, at)?;
+    Some(skipped(text, at, close, old_object, old, nodes))
+}
+
+/// The value from `at` to `close` was skipped: its empty node pushed, the `oldObject` noted.
+#[inline(always)]
+fn skipped<'i>(
+    text: &'i [u8],
+    at: usize,
+    close: usize,
+    old_object: bool,
+    old: &mut OldObject,
+    nodes: &mut Vec<Node<'i>>,
+) -> usize {
     nodes.push(if text[at] == b'{' {
         Node::Object { len: 0, count: 0 }
     } else {
@@ -321,7 +371,7 @@ fn skip<'i>(
         old.skipped += 1;
         old.read_is_skipped = true;
     }
-    Some(close + 1)
+    close + 1
 }
 
 /// Opens an object or an array: its head node, to be completed by [`close`]. `None` past

@@ -22,7 +22,7 @@ pub(super) fn value_end(body: &[u8], open: usize) -> Option<usize> {
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    scan(body, open, classify_bytes, prefix_xor)
+    scan(body, open, classify_bytes, brackets_bytes, prefix_xor)
 }
 
 /// Whether the CPU runs the AVX2 scan and walk. They count bits too: without POPCNT (not in the
@@ -43,26 +43,54 @@ fn avx2() -> bool {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,popcnt,pclmulqdq,bmi1")]
 fn value_end_avx2(body: &[u8], open: usize) -> Option<usize> {
+    // SAFETY: this function is compiled for those features and called only where the CPU has
+    // them.
+    #[allow(unsafe_code)]
+    unsafe {
+        value_end_avx2_inline(body, open)
+    }
+}
+
+/// [`value_end`] with AVX2, for a caller compiled for AVX2, POPCNT, PCLMULQDQ and BMI1 to inline
+/// whole: called, the scan saved and restored a dozen registers per skipped value.
+///
+/// # Safety
+/// Only where the CPU has AVX2, POPCNT, PCLMULQDQ and BMI1.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(unsafe_code)]
+pub(super) unsafe fn value_end_avx2_inline(body: &[u8], open: usize) -> Option<usize> {
+    // SAFETY: the CPU has those features (this function's contract).
     scan(
         body,
         open,
-        |block| classify_avx2(block),
-        |x| prefix_xor_clmul(x),
+        |block| unsafe { classify_avx2(block) },
+        |block| unsafe { brackets_avx2(block) },
+        |x| unsafe { prefix_xor_clmul(x) },
     )
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "sse2")]
 fn value_end_sse2(body: &[u8], open: usize) -> Option<usize> {
-    scan(body, open, |block| classify_sse2(block), prefix_xor)
+    scan(
+        body,
+        open,
+        |block| classify_sse2(block),
+        |block| brackets_sse2(block),
+        prefix_xor,
+    )
 }
 
-/// [`value_end`] with the given way of classifying a block.
+/// [`value_end`] with the given ways of classifying a block. Its brackets are classified only
+/// when some byte of it lies outside strings: a long string's blocks (the `last-applied`
+/// annotation's 2 KB) skip that half of the work.
 #[inline(always)]
 fn scan(
     body: &[u8],
     open: usize,
     classify: impl Fn(&[u8; 64]) -> Masks,
+    brackets: impl Fn(&[u8; 64]) -> Brackets,
     prefix: impl Fn(u64) -> u64,
 ) -> Option<usize> {
     let mut depth = 0u32;
@@ -94,33 +122,36 @@ fn scan(
         // Bits from each opening quote up to its closing one: the inside of strings.
         let inside = prefix(quotes) ^ in_string;
         in_string = ((inside as i64) >> 63) as u64;
+        at += 64;
+        if inside == u64::MAX {
+            // The whole block lies in a string: no bracket in it counts.
+            continue;
+        }
         // (An escaped bracket outside a string is not JSON; it counts for nothing, as in the
         // parser's first stage.)
-        let opens = masks.open & !(inside | escaped);
-        let closes = masks.close & !(inside | escaped);
-        let (n_opens, n_closes) = (opens.count_ones(), closes.count_ones());
-        if n_closes >= depth {
-            // The value may close in this block: walk its brackets in order.
-            let mut brackets = opens | closes;
-            while brackets != 0 {
-                let bit = brackets.trailing_zeros();
-                brackets &= brackets - 1;
-                if opens >> bit & 1 == 1 {
-                    depth += 1;
-                } else {
-                    depth -= 1;
-                    if depth == 0 {
-                        let close = at + bit as usize;
-                        let utf8 =
-                            non_ascii == 0 || std::str::from_utf8(&body[open..close]).is_ok();
-                        return utf8.then_some(close);
-                    }
-                }
-            }
-        } else {
-            depth = depth + n_opens - n_closes;
+        let counted = !(inside | escaped);
+        let Brackets { open: opens, close: closes } = brackets(block);
+        let (opens, closes) = (opens & counted, closes & counted);
+        let n_closes = closes.count_ones();
+        if n_closes < depth {
+            depth = depth + opens.count_ones() - n_closes;
+            continue;
         }
-        at += 64;
+        // The value may close in this block: at the first close where the closes so far reach
+        // the depth plus the opens before it.
+        let (mut rest, mut so_far) = (closes, 0);
+        while rest != 0 {
+            so_far += 1;
+            // The bits up to this close, itself included (no open is on it).
+            let upto = rest ^ (rest - 1);
+            if so_far == depth + (opens & upto).count_ones() {
+                let close = at - 64 + rest.trailing_zeros() as usize;
+                let utf8 = non_ascii == 0 || std::str::from_utf8(&body[open..close]).is_ok();
+                return utf8.then_some(close);
+            }
+            rest &= rest - 1;
+        }
+        depth = depth + opens.count_ones() - n_closes;
     }
     None
 }
@@ -314,82 +345,136 @@ unsafe fn string_avx2_long(text: &[u8], open: usize) -> Option<(&str, usize)> {
     }
 }
 
-/// One bit per byte of a 64-byte block, for each kind of byte the scan looks at.
+/// One bit per byte of a 64-byte block, for each kind of byte that tells strings apart.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Masks {
     quote: u64,
     backslash: u64,
-    open: u64,
-    close: u64,
     /// Not zero when a byte of the block is not ASCII (which bits is the classifier's).
     non_ascii: u64,
 }
 
+/// One bit per byte of a 64-byte block for its opening and its closing brackets and braces.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Brackets {
+    open: u64,
+    close: u64,
+}
+
+/// A block's two halves in AVX2 registers.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
-fn classify_avx2(block: &[u8; 64]) -> Masks {
-    use std::arch::x86_64::{
-        __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_movemask_epi8, _mm256_or_si256,
-        _mm256_set1_epi8,
-    };
+fn halves_avx2(
+    block: &[u8; 64],
+) -> (std::arch::x86_64::__m256i, std::arch::x86_64::__m256i) {
+    use std::arch::x86_64::{__m256i, _mm256_loadu_si256};
     let [lo, hi] = block.as_chunks::<32>().0 else {
         unreachable!("64 bytes are two halves of 32")
     };
     // SAFETY: each half is a reference to 32 readable bytes, and `loadu` reads 32 bytes with
     // no alignment requirement.
     #[allow(unsafe_code)]
-    let (lo, hi) = unsafe {
+    unsafe {
         (
             _mm256_loadu_si256(lo.as_ptr().cast::<__m256i>()),
             _mm256_loadu_si256(hi.as_ptr().cast::<__m256i>()),
         )
-    };
-    let join = |l: i32, h: i32| u64::from(l as u32) | (u64::from(h as u32) << 32);
-    let bits = |lo: __m256i, hi: __m256i, byte: u8| {
-        let wanted = _mm256_set1_epi8(byte as i8);
-        join(
-            _mm256_movemask_epi8(_mm256_cmpeq_epi8(lo, wanted)),
-            _mm256_movemask_epi8(_mm256_cmpeq_epi8(hi, wanted)),
-        )
-    };
-    // `[` and `{`, `]` and `}` differ only in bit 0x20: one compare finds both of a pair.
-    let case = _mm256_set1_epi8(0x20);
-    let (lo_folded, hi_folded) = (_mm256_or_si256(lo, case), _mm256_or_si256(hi, case));
+    }
+}
+
+/// The bits of the bytes of both halves that equal `byte`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn bits_avx2(lo: std::arch::x86_64::__m256i, hi: std::arch::x86_64::__m256i, byte: u8) -> u64 {
+    use std::arch::x86_64::{_mm256_cmpeq_epi8, _mm256_movemask_epi8, _mm256_set1_epi8};
+    let wanted = _mm256_set1_epi8(byte as i8);
+    let lo = _mm256_movemask_epi8(_mm256_cmpeq_epi8(lo, wanted)) as u32;
+    let hi = _mm256_movemask_epi8(_mm256_cmpeq_epi8(hi, wanted)) as u32;
+    u64::from(lo) | (u64::from(hi) << 32)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn classify_avx2(block: &[u8; 64]) -> Masks {
+    use std::arch::x86_64::{_mm256_movemask_epi8, _mm256_or_si256};
+    let (lo, hi) = halves_avx2(block);
     Masks {
-        quote: bits(lo, hi, b'"'),
-        backslash: bits(lo, hi, b'\\'),
-        open: bits(lo_folded, hi_folded, b'{'),
-        close: bits(lo_folded, hi_folded, b'}'),
+        quote: bits_avx2(lo, hi, b'"'),
+        backslash: bits_avx2(lo, hi, b'\\'),
         // Only whether any byte is: one mask of both halves.
         non_ascii: u64::from(_mm256_movemask_epi8(_mm256_or_si256(lo, hi)) as u32),
     }
 }
 
 #[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn brackets_avx2(block: &[u8; 64]) -> Brackets {
+    use std::arch::x86_64::{_mm256_or_si256, _mm256_set1_epi8};
+    let (lo, hi) = halves_avx2(block);
+    // `[` and `{`, `]` and `}` differ only in bit 0x20: one compare finds both of a pair.
+    let case = _mm256_set1_epi8(0x20);
+    let (lo, hi) = (_mm256_or_si256(lo, case), _mm256_or_si256(hi, case));
+    Brackets {
+        open: bits_avx2(lo, hi, b'{'),
+        close: bits_avx2(lo, hi, b'}'),
+    }
+}
+
+/// The bits of `block`'s bytes that equal one of `bytes`, 16 at a time with SSE2.
+#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "sse2")]
 #[inline]
-fn classify_sse2(block: &[u8; 64]) -> Masks {
+fn bits_sse2(block: &[u8; 64], bytes: &[u8]) -> u64 {
     use std::arch::x86_64::{
-        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8,
+        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+        _mm_setzero_si128,
     };
-    let mut masks = Masks::default();
+    let mut bits = 0;
     for (i, chunk) in block.as_chunks::<16>().0.iter().enumerate() {
         // SAFETY: `chunk` is a reference to 16 readable bytes, and `loadu` reads 16 bytes with
         // no alignment requirement.
         #[allow(unsafe_code)]
         let v = unsafe { _mm_loadu_si128(chunk.as_ptr().cast::<__m128i>()) };
-        let bits = |byte: u8| {
-            let hits = _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(byte as i8)));
-            u64::from(hits as u16) << (16 * i)
-        };
-        masks.quote |= bits(b'"');
-        masks.backslash |= bits(b'\\');
-        masks.open |= bits(b'[') | bits(b'{');
-        masks.close |= bits(b']') | bits(b'}');
-        masks.non_ascii |= u64::from(_mm_movemask_epi8(v) as u16) << (16 * i);
+        let mut hits = _mm_setzero_si128();
+        for &byte in bytes {
+            hits = _mm_or_si128(hits, _mm_cmpeq_epi8(v, _mm_set1_epi8(byte as i8)));
+        }
+        bits |= u64::from(_mm_movemask_epi8(hits) as u16) << (16 * i);
     }
-    masks
+    bits
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse2")]
+#[inline]
+fn classify_sse2(block: &[u8; 64]) -> Masks {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_movemask_epi8};
+    let mut non_ascii = 0;
+    for (i, chunk) in block.as_chunks::<16>().0.iter().enumerate() {
+        // SAFETY: as in `bits_sse2`.
+        #[allow(unsafe_code)]
+        let v = unsafe { _mm_loadu_si128(chunk.as_ptr().cast::<__m128i>()) };
+        non_ascii |= u64::from(_mm_movemask_epi8(v) as u16) << (16 * i);
+    }
+    Masks {
+        quote: bits_sse2(block, b"\""),
+        backslash: bits_sse2(block, b"\\"),
+        non_ascii,
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse2")]
+#[inline]
+fn brackets_sse2(block: &[u8; 64]) -> Brackets {
+    Brackets {
+        open: bits_sse2(block, b"[{"),
+        close: bits_sse2(block, b"]}"),
+    }
 }
 
 /// The same masks a byte at a time: for other architectures, and to test the vector version.
@@ -401,13 +486,26 @@ fn classify_bytes(block: &[u8; 64]) -> Masks {
         match b {
             b'"' => masks.quote |= bit,
             b'\\' => masks.backslash |= bit,
-            b'[' | b'{' => masks.open |= bit,
-            b']' | b'}' => masks.close |= bit,
             0x80.. => masks.non_ascii |= bit,
             _ => {}
         }
     }
     masks
+}
+
+/// [`Brackets`] a byte at a time, as [`classify_bytes`].
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn brackets_bytes(block: &[u8; 64]) -> Brackets {
+    let mut brackets = Brackets::default();
+    for (i, &b) in block.iter().enumerate() {
+        let bit = 1u64 << i;
+        match b {
+            b'[' | b'{' => brackets.open |= bit,
+            b']' | b'}' => brackets.close |= bit,
+            _ => {}
+        }
+    }
+    brackets
 }
 
 /// The bytes that follow an unescaped backslash (so are escaped). `carry`: the previous block
