@@ -16,7 +16,7 @@ use std::ops::Range;
 
 use simd_json::{Node, StaticNode};
 
-use super::scan::{self, Strings};
+use super::scan::Strings;
 use super::{OLD_OBJECT, STEPS};
 
 /// Deeper than this, the reader declines: a Memcached review nests about ten levels.
@@ -300,8 +300,7 @@ fn unread<'i>(
 
 /// Skips the object or array that starts at `at`, pushing an empty one, and returns the offset
 /// after it. Out of line: a few members a review take this way, and inlined it cost the
-/// reader's loop registers on every other member. Compiled for AVX2 where the reader is, so
-/// that the scan is inlined into it: one call a skipped value, not two (docs/performance.md).
+/// reader's loop registers on every other member. Compiled for AVX2 where the reader is.
 #[inline(always)]
 fn skip<'i>(
     strings: Strings,
@@ -331,10 +330,7 @@ fn skip_avx2<'i>(
     old: &mut OldObject,
     nodes: &mut Vec<Node<'i>>,
 ) -> Option<usize> {
-    // SAFETY: this function is compiled for the features the scan needs, and called only where
-    // the CPU has them.
-    #[allow(unsafe_code)]
-    let close = unsafe { scan::value_end_avx2_inline(text, at) }?;
+    let close = Strings::Avx2.value_end(text, at)?;
     Some(skipped(text, at, close, old_object, old, nodes))
 }
 

@@ -42,31 +42,14 @@ fn avx2() -> bool {
 /// SSE2 scan (docs/performance.md).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,popcnt,pclmulqdq,bmi1")]
+#[inline]
 fn value_end_avx2(body: &[u8], open: usize) -> Option<usize> {
-    // SAFETY: this function is compiled for those features and called only where the CPU has
-    // them.
-    #[allow(unsafe_code)]
-    unsafe {
-        value_end_avx2_inline(body, open)
-    }
-}
-
-/// [`value_end`] with AVX2, for a caller compiled for AVX2, POPCNT, PCLMULQDQ and BMI1 to inline
-/// whole: called, the scan saved and restored a dozen registers per skipped value.
-///
-/// # Safety
-/// Only where the CPU has AVX2, POPCNT, PCLMULQDQ and BMI1.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-#[allow(unsafe_code)]
-pub(super) unsafe fn value_end_avx2_inline(body: &[u8], open: usize) -> Option<usize> {
-    // SAFETY: the CPU has those features (this function's contract).
     scan(
         body,
         open,
-        |block| unsafe { classify_avx2(block) },
-        |block| unsafe { brackets_avx2(block) },
-        |x| unsafe { prefix_xor_clmul(x) },
+        |block| classify_avx2(block),
+        |block| brackets_avx2(block),
+        |x| prefix_xor_clmul(x),
     )
 }
 
@@ -130,7 +113,10 @@ fn scan(
         // (An escaped bracket outside a string is not JSON; it counts for nothing, as in the
         // parser's first stage.)
         let counted = !(inside | escaped);
-        let Brackets { open: opens, close: closes } = brackets(block);
+        let Brackets {
+            open: opens,
+            close: closes,
+        } = brackets(block);
         let (opens, closes) = (opens & counted, closes & counted);
         let n_closes = closes.count_ones();
         if n_closes < depth {
@@ -365,9 +351,7 @@ struct Brackets {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
-fn halves_avx2(
-    block: &[u8; 64],
-) -> (std::arch::x86_64::__m256i, std::arch::x86_64::__m256i) {
+fn halves_avx2(block: &[u8; 64]) -> (std::arch::x86_64::__m256i, std::arch::x86_64::__m256i) {
     use std::arch::x86_64::{__m256i, _mm256_loadu_si256};
     let [lo, hi] = block.as_chunks::<32>().0 else {
         unreachable!("64 bytes are two halves of 32")

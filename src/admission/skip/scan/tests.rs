@@ -2,17 +2,21 @@ use proptest::prelude::*;
 
 use super::*;
 
-/// Every classifier this CPU can run, by name.
+/// Every classifier this CPU can run, by name: its string masks and its brackets.
 #[allow(unsafe_code)]
-fn every_classify(block: &[u8; 64]) -> Vec<(&'static str, Masks)> {
-    let mut all = vec![("bytes", classify_bytes(block))];
+fn every_classify(block: &[u8; 64]) -> Vec<(&'static str, Masks, Brackets)> {
+    let mut all = vec![("bytes", classify_bytes(block), brackets_bytes(block))];
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: SSE2 is part of the x86_64 baseline.
-        all.push(("sse2", unsafe { classify_sse2(block) }));
+        all.push(("sse2", unsafe { classify_sse2(block) }, unsafe {
+            brackets_sse2(block)
+        }));
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2, checked just above.
-            all.push(("avx2", unsafe { classify_avx2(block) }));
+            all.push(("avx2", unsafe { classify_avx2(block) }, unsafe {
+                brackets_avx2(block)
+            }));
         }
     }
     all
@@ -22,7 +26,10 @@ fn every_classify(block: &[u8; 64]) -> Vec<(&'static str, Masks)> {
 #[allow(unsafe_code)]
 fn every_scan(body: &[u8], open: usize) -> Vec<(&'static str, Option<usize>)> {
     let mut all = vec![
-        ("bytes", scan(body, open, classify_bytes, prefix_xor)),
+        (
+            "bytes",
+            scan(body, open, classify_bytes, brackets_bytes, prefix_xor),
+        ),
         ("dispatched", value_end(body, open)),
     ];
     #[cfg(target_arch = "x86_64")]
@@ -185,8 +192,9 @@ proptest! {
         whole[32..].copy_from_slice(&other);
         // `non_ascii` says only whether a byte is not ASCII; which bits is each classifier's.
         let either = |masks: Masks| Masks { non_ascii: u64::from(masks.non_ascii != 0), ..masks };
-        for (name, masks) in every_classify(&whole) {
+        for (name, masks, brackets) in every_classify(&whole) {
             prop_assert_eq!(either(masks), either(classify_bytes(&whole)), "{}", name);
+            prop_assert_eq!(brackets, brackets_bytes(&whole), "{}", name);
         }
     }
 
@@ -240,6 +248,24 @@ fn an_escape_split_across_blocks_is_followed() {
         assert_eq!(expected, Some(text.len() - 1), "{text}");
         for (name, end) in every_scan(text.as_bytes(), 0) {
             assert_eq!(end, expected, "{name}: {text}");
+        }
+    }
+}
+
+#[test]
+fn brackets_in_blocks_wholly_inside_a_string_do_not_count() {
+    // A string as long as the `last-applied` annotation fills whole blocks, whose brackets the
+    // scan does not classify; it must still count those of the blocks it ends in and after,
+    // wherever the string starts and ends in them.
+    let inside = r#"{\"spec\":[{\"a\":\"]}\"}],"#.repeat(12);
+    for lead in 0..66 {
+        for after in ["]", r#"],[{"x":"]"}]]"#] {
+            let text = format!("[{}\"{inside}\"{after}", " ".repeat(lead));
+            let expected = value_end_bytewise(text.as_bytes(), 0);
+            assert!(expected.is_some(), "{text}");
+            for (name, end) in every_scan(text.as_bytes(), 0) {
+                assert_eq!(end, expected, "{name}: lead {lead}, after {after}");
+            }
         }
     }
 }
