@@ -218,7 +218,8 @@ impl Strings {
 #[allow(unsafe_code)]
 unsafe fn string_avx2(text: &[u8], open: usize) -> Option<(&str, usize)> {
     let start = open + 1;
-    let Some(chunk) = text.get(start..start + 32) else {
+    // (Not `get(start..start + 32)`: that checks `start + 32` for overflow too.)
+    let Some(chunk) = text.get(start..).and_then(<[u8]>::first_chunk::<32>) else {
         // SAFETY: the CPU has AVX2 (this function's contract).
         return unsafe { string_avx2_long(text, open) };
     };
@@ -254,15 +255,13 @@ unsafe fn string_avx2(text: &[u8], open: usize) -> Option<(&str, usize)> {
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 #[allow(unsafe_code)]
-unsafe fn masks_avx2(chunk: &[u8]) -> (u32, u32, u32) {
+unsafe fn masks_avx2(chunk: &[u8; 32]) -> (u32, u32, u32) {
     use std::arch::x86_64::{
         __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_min_epu8, _mm256_movemask_epi8,
         _mm256_or_si256, _mm256_set1_epi8,
     };
-    assert!(chunk.len() >= 32);
-    // SAFETY: the CPU has AVX2 (this function's contract); `chunk` holds at least 32 readable
-    // bytes (asserted, and known to the caller's compiler), and `loadu` reads 32 bytes with no
-    // alignment requirement.
+    // SAFETY: the CPU has AVX2 (this function's contract); `chunk` is 32 readable bytes, and
+    // `loadu` reads 32 bytes with no alignment requirement.
     unsafe {
         let v = _mm256_loadu_si256(chunk.as_ptr().cast::<__m256i>());
         let quote = _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b'"' as i8));
