@@ -118,26 +118,27 @@ fn scan(
             close: closes,
         } = brackets(block);
         let (opens, closes) = (opens & counted, closes & counted);
-        let n_closes = closes.count_ones();
+        let (n_opens, n_closes) = (opens.count_ones(), closes.count_ones());
         if n_closes < depth {
-            depth = depth + opens.count_ones() - n_closes;
+            depth = depth + n_opens - n_closes;
             continue;
         }
-        // The value may close in this block: at the first close where the closes so far reach
-        // the depth plus the opens before it.
-        let (mut rest, mut so_far) = (closes, 0);
-        while rest != 0 {
-            so_far += 1;
-            // The bits up to this close, itself included (no open is on it).
-            let upto = rest ^ (rest - 1);
-            if so_far == depth + (opens & upto).count_ones() {
-                let close = at - 64 + rest.trailing_zeros() as usize;
-                let utf8 = non_ascii == 0 || std::str::from_utf8(&body[open..close]).is_ok();
-                return utf8.then_some(close);
+        // The value may close in this block: walk its brackets in order.
+        let mut brackets = opens | closes;
+        while brackets != 0 {
+            let bit = brackets.trailing_zeros();
+            brackets &= brackets - 1;
+            if opens >> bit & 1 == 1 {
+                depth += 1;
+            } else {
+                depth -= 1;
+                if depth == 0 {
+                    let close = at - 64 + bit as usize;
+                    let utf8 = non_ascii == 0 || std::str::from_utf8(&body[open..close]).is_ok();
+                    return utf8.then_some(close);
+                }
             }
-            rest &= rest - 1;
         }
-        depth = depth + opens.count_ones() - n_closes;
     }
     None
 }
