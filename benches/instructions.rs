@@ -32,17 +32,17 @@ use memcached_webhook::autoscalers::{Autoscalers, Controller, Kind, Object, Sync
 
 /// `Ir` ceilings: the count on 2026-12-07 (x86_64, AVX2) plus 10 %, rounded up to 50, measured
 /// on the server's entry for a body in one frame (`Review::answer_in_place`): typical CREATE
-/// 12,164, the 5.6 KB `kubectl apply` CREATE 21,949, UPDATE 15,771 (mutate) and 15,117
-/// (validate), 100 KB 116,483, denial 39,715, admitted validation 12,417 and 12,765 through the
+/// 12,105, the 5.6 KB `kubectl apply` CREATE 21,500, UPDATE 15,705 (mutate) and 15,051
+/// (validate), 100 KB 94,706, denial 39,738, admitted validation 12,429 and 12,777 through the
 /// autoscaler index. History in docs/performance.md.
-const CREATE_IR: u64 = 13_400;
-const APPLY_CREATE_IR: u64 = 24_150;
-const UPDATE_IR: u64 = 17_350;
-const VALIDATE_UPDATE_IR: u64 = 16_650;
-const LARGE_IR: u64 = 128_150;
-const DENIAL_IR: u64 = 43_700;
+const CREATE_IR: u64 = 13_350;
+const APPLY_CREATE_IR: u64 = 23_650;
+const UPDATE_IR: u64 = 17_300;
+const VALIDATE_UPDATE_IR: u64 = 16_600;
+const LARGE_IR: u64 = 104_200;
+const DENIAL_IR: u64 = 43_750;
 const ADMIT_IR: u64 = 13_700;
-const ADMIT_INDEXED_IR: u64 = 14_050;
+const ADMIT_INDEXED_IR: u64 = 14_100;
 
 /// What a measured call gets: the review's inputs, the request body, and a fresh response buffer
 /// of the server's size (`Webhook::answer_capacity`).
