@@ -299,8 +299,9 @@ fn unread<'i>(
 }
 
 /// Skips the object or array that starts at `at`, pushing an empty one, and returns the offset
-/// after it. Out of line: a few members a review take this way, and inlined it cost the
-/// reader's loop registers on every other member. Compiled for AVX2 where the reader is.
+/// after it. The work is out of line ([`skip_avx2`], compiled for AVX2 as the reader is, or
+/// [`skip_portable`]): a few members a review take this way, and inlined it cost the reader's
+/// loop registers on every other member.
 #[inline(always)]
 fn skip<'i>(
     strings: Strings,

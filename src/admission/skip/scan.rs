@@ -408,21 +408,31 @@ fn brackets_avx2(block: &[u8; 64]) -> Brackets {
     }
 }
 
-/// The bits of `block`'s bytes that equal one of `bytes`, 16 at a time with SSE2.
+/// A block's four 16-byte quarters in SSE2 registers.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "sse2")]
 #[inline]
-fn bits_sse2(block: &[u8; 64], bytes: &[u8]) -> u64 {
+fn quarters_sse2(block: &[u8; 64]) -> [std::arch::x86_64::__m128i; 4] {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128};
+    let [a, b, c, d] = block.as_chunks::<16>().0 else {
+        unreachable!("64 bytes are four quarters of 16")
+    };
+    // SAFETY: each quarter is a reference to 16 readable bytes, and `loadu` reads 16 bytes with
+    // no alignment requirement.
+    #[allow(unsafe_code)]
+    [a, b, c, d].map(|quarter| unsafe { _mm_loadu_si128(quarter.as_ptr().cast::<__m128i>()) })
+}
+
+/// The bits of the bytes of the quarters that equal one of `bytes`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse2")]
+#[inline]
+fn bits_sse2(quarters: &[std::arch::x86_64::__m128i; 4], bytes: &[u8]) -> u64 {
     use std::arch::x86_64::{
-        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
-        _mm_setzero_si128,
+        _mm_cmpeq_epi8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8, _mm_setzero_si128,
     };
     let mut bits = 0;
-    for (i, chunk) in block.as_chunks::<16>().0.iter().enumerate() {
-        // SAFETY: `chunk` is a reference to 16 readable bytes, and `loadu` reads 16 bytes with
-        // no alignment requirement.
-        #[allow(unsafe_code)]
-        let v = unsafe { _mm_loadu_si128(chunk.as_ptr().cast::<__m128i>()) };
+    for (i, &v) in quarters.iter().enumerate() {
         let mut hits = _mm_setzero_si128();
         for &byte in bytes {
             hits = _mm_or_si128(hits, _mm_cmpeq_epi8(v, _mm_set1_epi8(byte as i8)));
@@ -436,17 +446,15 @@ fn bits_sse2(block: &[u8; 64], bytes: &[u8]) -> u64 {
 #[target_feature(enable = "sse2")]
 #[inline]
 fn classify_sse2(block: &[u8; 64]) -> Masks {
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_movemask_epi8};
+    use std::arch::x86_64::_mm_movemask_epi8;
+    let quarters = quarters_sse2(block);
     let mut non_ascii = 0;
-    for (i, chunk) in block.as_chunks::<16>().0.iter().enumerate() {
-        // SAFETY: as in `bits_sse2`.
-        #[allow(unsafe_code)]
-        let v = unsafe { _mm_loadu_si128(chunk.as_ptr().cast::<__m128i>()) };
+    for (i, &v) in quarters.iter().enumerate() {
         non_ascii |= u64::from(_mm_movemask_epi8(v) as u16) << (16 * i);
     }
     Masks {
-        quote: bits_sse2(block, b"\""),
-        backslash: bits_sse2(block, b"\\"),
+        quote: bits_sse2(&quarters, b"\""),
+        backslash: bits_sse2(&quarters, b"\\"),
         non_ascii,
     }
 }
@@ -455,9 +463,10 @@ fn classify_sse2(block: &[u8; 64]) -> Masks {
 #[target_feature(enable = "sse2")]
 #[inline]
 fn brackets_sse2(block: &[u8; 64]) -> Brackets {
+    let quarters = quarters_sse2(block);
     Brackets {
-        open: bits_sse2(block, b"[{"),
-        close: bits_sse2(block, b"]}"),
+        open: bits_sse2(&quarters, b"[{"),
+        close: bits_sse2(&quarters, b"]}"),
     }
 }
 
